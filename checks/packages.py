@@ -1,0 +1,135 @@
+"""Are the required packages installed, and do the installed ones agree with each other?"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envdoctor.facts import Distribution, Environment
+from envdoctor.graph import CheckContext, check
+from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
+
+from checks._common import target_env, target_python
+
+
+def applies(req: Requirement, markers: Mapping[str, str]) -> bool:
+    """Whether a requirement's marker holds on the host (base requirements only: no extra)."""
+    if req.marker is None:
+        return True
+    return req.marker.evaluate({**markers, "extra": ""})
+
+
+def satisfied_by(req: Requirement, dist: Distribution) -> bool:
+    if not req.specifier:
+        return True
+    try:
+        return req.specifier.contains(Version(dist.version), prereleases=True)
+    except InvalidVersion:
+        return True  # a legacy version string cannot be compared; do not guess
+
+
+def unmet_requirements(
+    env: Environment, requirements: Iterable[str]
+) -> list[tuple[Requirement, Distribution | None]]:
+    """Requirements the environment does not satisfy, with what is installed instead."""
+    unmet = []
+    for text in requirements:
+        req = Requirement(text)
+        if env.markers and not applies(req, env.markers):
+            continue
+        dist = env.installed.get(canonicalize_name(req.name))
+        if dist is None or not satisfied_by(req, dist):
+            unmet.append((req, dist))
+    return unmet
+
+
+def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True) -> Remedy:
+    reqs = list(dict.fromkeys(requirements))
+    argv = (target_python(ctx), "-m", "pip", "install", *ctx.settings.pip_args(), *reqs)
+    return Remedy(summary=f"install {', '.join(reqs)} with the environment's own pip", argv=argv, automatic=automatic)
+
+
+@check(
+    "packages.required",
+    title="Required packages installed",
+    requires=["python.venv"],
+    why="the job imports these; a missing one fails after the model has started loading",
+)
+def required(ctx: CheckContext) -> CheckResult:
+    if not ctx.spec.requires:
+        return skipped("no packages required (use --require or requires in envdoctor.toml)")
+    env = target_env(ctx)
+    assert env is not None  # python.venv passed
+    unmet = unmet_requirements(env, ctx.spec.requires)
+    if not unmet:
+        found = [f"{r} ({env.installed[canonicalize_name(Requirement(r).name)].version})"
+                 for r in ctx.spec.requires if canonicalize_name(Requirement(r).name) in env.installed]
+        return passed(f"installed: {', '.join(found)}" if found else "nothing required applies to this host")
+    parts = [
+        f"{req.name} is missing" if dist is None else f"{req.name} {dist.version} does not satisfy {req.specifier}"
+        for req, dist in unmet
+    ]
+    return failed(
+        "; ".join(parts) + f" in {env.prefix}",
+        remedy=install_remedy(ctx, (str(req) for req, _ in unmet)),
+        unmet=[str(req) for req, _ in unmet],
+    )
+
+
+def _broken_dependencies(env: Environment) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
+    """pip check, on the controller: missing names and conflicting versions, each with who wants them."""
+    missing: dict[str, list[str]] = {}
+    conflicts: dict[str, list[tuple[str, str]]] = {}
+    for dist in sorted(env.installed.values(), key=lambda d: d.key):
+        for text in dist.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue  # a malformed Requires-Dist is the package's problem, not the host's
+            if not applies(req, env.markers):
+                continue
+            have = env.installed.get(canonicalize_name(req.name))
+            if have is None:
+                missing.setdefault(req.name, []).append(f"{dist.name} {dist.version}")
+            elif not satisfied_by(req, have):
+                conflicts.setdefault(have.name, []).append((f"{dist.name} {dist.version}", str(req.specifier)))
+    return missing, conflicts
+
+
+@check(
+    "packages.consistent",
+    title="Installed packages' own requirements are met",
+    requires=["python.venv"],
+    why="a library whose dependency drifted fails at import or, worse, misbehaves at run time",
+)
+def consistent(ctx: CheckContext) -> CheckResult:
+    env = target_env(ctx)
+    assert env is not None  # python.venv passed
+    if not env.markers:
+        return skipped(f"{env.python} did not report its platform, so markers cannot be evaluated")
+    missing, conflicts = _broken_dependencies(env)
+    if not missing and not conflicts:
+        return passed(f"{len(env.installed)} distributions, all requirements met")
+    parts = [f"{', '.join(who)} require{'s' if len(who) == 1 else ''} {name}, which is not installed"
+             for name, who in sorted(missing.items())]
+    manual = []
+    for name, wants in sorted(conflicts.items()):
+        installed = env.installed[canonicalize_name(name)].version
+        for who, spec in wants:
+            parts.append(f"{who} requires {name}{spec}, but {installed} is installed")
+        combined = SpecifierSet(",".join(spec for _, spec in wants))
+        manual.append(f"{name}{combined}")
+    if missing:
+        remedy = install_remedy(ctx, missing)
+    else:
+        remedy = install_remedy(ctx, manual, automatic=False)
+    return failed(
+        "; ".join(parts),
+        remedy=remedy,
+        missing=sorted(missing),
+        conflicts={k: [list(w) for w in v] for k, v in conflicts.items()},
+    )

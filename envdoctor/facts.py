@@ -1,0 +1,163 @@
+"""Typed views of what the probe found on a host. Parsing only; no I/O."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from envdoctor.probe.program import ProbeOutput
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+    requires: tuple[str, ...]
+    path: str
+    site: str
+    kind: str = "dist-info"
+    active: bool = True
+    error: str | None = None
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+    @classmethod
+    def from_probe(cls, raw: Mapping[str, Any]) -> Distribution:
+        return cls(
+            name=str(raw.get("name", "")),
+            version=str(raw.get("version", "")),
+            requires=tuple(str(r) for r in raw.get("requires", ())),
+            path=str(raw.get("path", "")),
+            site=str(raw.get("site", "")),
+            kind=str(raw.get("kind", "dist-info")),
+            active=bool(raw.get("active", True)),
+            error=raw.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A Python environment on the host: a venv, a conda env, or the default interpreter."""
+
+    prefix: str
+    python: str
+    exists: bool
+    runs: bool
+    error: str | None = None
+    version: str = ""
+    executable: str = ""
+    base_prefix: str = ""
+    markers: Mapping[str, str] = field(default_factory=dict)
+    site_packages: tuple[str, ...] = ()
+    distributions: tuple[Distribution, ...] = ()
+
+    @classmethod
+    def from_probe(cls, raw: Mapping[str, Any]) -> Environment:
+        return cls(
+            prefix=str(raw.get("prefix", "")),
+            python=str(raw.get("python", "")),
+            exists=bool(raw.get("exists", False)),
+            runs=bool(raw.get("runs", False)),
+            error=raw.get("error"),
+            version=str(raw.get("version", "")),
+            executable=str(raw.get("executable", "")),
+            base_prefix=str(raw.get("base_prefix", "")),
+            markers=dict(raw.get("markers") or {}),
+            site_packages=tuple(raw.get("site_packages") or ()),
+            distributions=tuple(Distribution.from_probe(d) for d in raw.get("distributions") or ()),
+        )
+
+    @cached_property
+    def installed(self) -> dict[str, Distribution]:
+        """The distribution Python would import for each name (the first on sys.path)."""
+        return {d.key: d for d in self.distributions if d.active}
+
+    @property
+    def is_venv(self) -> bool:
+        return bool(self.base_prefix) and os.path.normpath(self.prefix) != os.path.normpath(self.base_prefix)
+
+
+@dataclass(frozen=True)
+class ProgramOnPath:
+    """What a bare program name resolves to in a non-interactive command on the host."""
+
+    path: str
+    realpath: str
+    #: For pip scripts: the interpreter named in the shebang.
+    interpreter: str | None = None
+
+    @classmethod
+    def from_probe(cls, raw: Mapping[str, Any] | None) -> ProgramOnPath | None:
+        if not raw:
+            return None
+        return cls(str(raw["path"]), str(raw.get("realpath", raw["path"])), raw.get("interpreter"))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why facts could not be gathered: ``kind`` is unreachable, auth, host-key, timeout or probe."""
+
+    kind: str
+    message: str
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything one probe run found; checks are pure functions of this and the host's spec."""
+
+    probe: ProbeOutput
+    #: Set when the host could not be reached or the probe could not run; then nothing else is.
+    problem: Problem | None = None
+    hostname: str = ""
+    path_env: str = ""
+    on_path: Mapping[str, ProgramOnPath | None] = field(default_factory=dict)
+    gpus: tuple[str, ...] = ()
+    gpu_error: str | None = None
+    nvidia_smi: str | None = None
+    disk: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    configured_envs: tuple[str, ...] = ()
+    envs: tuple[Environment, ...] = ()
+    default_env: Environment | None = None
+
+    @classmethod
+    def from_probe(cls, probe: ProbeOutput) -> HostFacts:
+        host = probe.sections.get("host") or {}
+        venvs = probe.sections.get("venvs") or {}
+        gpu = host.get("gpu") or {}
+        default_raw = venvs.get("default")
+        return cls(
+            probe=probe,
+            hostname=str(host.get("hostname", "")),
+            path_env=str(host.get("path_env", "")),
+            on_path={k: ProgramOnPath.from_probe(v) for k, v in (host.get("on_path") or {}).items()},
+            gpus=tuple(gpu.get("gpus") or ()),
+            gpu_error=gpu.get("error"),
+            nvidia_smi=gpu.get("nvidia_smi"),
+            disk=dict(host.get("disk") or {}),
+            configured_envs=tuple(venvs.get("configured") or ()),
+            envs=tuple(Environment.from_probe(e) for e in venvs.get("envs") or ()),
+            default_env=Environment.from_probe(default_raw) if default_raw else None,
+        )
+
+    @classmethod
+    def unavailable(cls, problem: Problem) -> HostFacts:
+        return cls(probe=ProbeOutput(), problem=problem)
+
+    def env_at(self, prefix: str) -> Environment | None:
+        wanted = os.path.normpath(prefix)
+        for env in self.envs:
+            if os.path.normpath(env.prefix) == wanted:
+                return env
+        return None
+
+    def section(self, name: str) -> Any:
+        """The raw data of a probe section that has no typed view yet."""
+        return self.probe.sections.get(name)

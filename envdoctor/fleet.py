@@ -1,0 +1,216 @@
+"""Run the check graph (and remedies) on every host of a fleet at once.
+
+Each host gets one connection for the whole run: probe, remedies, probe again. Hosts run
+concurrently up to ``parallel``; one slow or dead host never holds up the others beyond its
+own deadline. Nothing here prints: progress goes to the callback the CLI passes in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from envdoctor.errors import EnvdoctorError, TransportError
+from envdoctor.facts import HostFacts, Problem
+from envdoctor.gather import gather_facts, problem_from_error
+from envdoctor.graph import CheckGraph, RemedySettings
+from envdoctor.inventory import HostSpec
+from envdoctor.results import CheckResult, Remedy, Status
+from envdoctor.transport.interface import Transport
+from envdoctor.transport.local import LocalTransport
+from envdoctor.transport.ssh import SSHOptions, SSHTransport
+
+log = structlog.get_logger(__name__)
+
+#: How much of a remedy's output a report keeps.
+OUTPUT_TAIL_CHARS = 2000
+
+Progress = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    ssh: SSHOptions = field(default_factory=SSHOptions)
+    #: Deadline for everything done on one host, connection included.
+    timeout: float | None = 900.0
+    parallel: int = 64
+    remedies: RemedySettings = field(default_factory=RemedySettings)
+    #: Only these checks (and what they require); None for all.
+    only: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    """A remedy that fix ran (or, with --dry-run, would run)."""
+
+    check_id: str
+    summary: str
+    command: str
+    exit_status: int | None
+    output: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status in (0, None)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "check": self.check_id,
+            "summary": self.summary,
+            "command": self.command,
+            "exit_status": self.exit_status,
+            "output": self.output,
+            "dry_run": self.exit_status is None,
+        }
+
+
+@dataclass
+class HostReport:
+    spec: HostSpec
+    results: list[CheckResult]
+    #: For fix: the results before any remedy ran (None for check).
+    before: list[CheckResult] | None = None
+    actions: list[Action] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.status.is_problem for r in self.results) and all(a.ok for a in self.actions)
+
+
+@dataclass
+class FleetReport:
+    command: str
+    hosts: list[HostReport]
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if all(h.ok for h in self.hosts) else 1
+
+
+RemedyRunner = Callable[[Transport, HostSpec, str, Remedy, bool], Awaitable[Action]]
+
+
+async def run_command_remedy(
+    transport: Transport, spec: HostSpec, check_id: str, remedy: Remedy, dry_run: bool
+) -> Action:
+    if dry_run:
+        return Action(check_id, remedy.summary, remedy.display, None)
+    log.info("remedy_start", host=spec.name, check=check_id, command=remedy.display)
+    result = await transport.run(remedy.argv, timeout=1800)
+    output = (result.stdout + result.stderr).decode("utf-8", "replace")
+    log.info("remedy_done", host=spec.name, check=check_id, exit_status=result.exit_status)
+    return Action(check_id, remedy.summary, remedy.display, result.exit_status, output[-OUTPUT_TAIL_CHARS:])
+
+
+#: How each kind of remedy is applied; modules that add a kind (patches) add a row.
+REMEDY_RUNNERS: dict[str, RemedyRunner] = {"command": run_command_remedy}
+
+
+def open_transport(spec: HostSpec, settings: FleetSettings) -> Transport:
+    if spec.ssh is None:
+        return LocalTransport(spec.name)
+    return SSHTransport(spec.name, spec.ssh, settings.ssh)
+
+
+def pending_remedies(results: Sequence[CheckResult]) -> list[tuple[str, Remedy]]:
+    """Remedies fix may apply by itself, once each, in check order."""
+    seen: set[str] = set()
+    chosen = []
+    for result in results:
+        remedy = result.remedy
+        if remedy is None or not remedy.automatic:
+            continue
+        if not (result.status.is_problem or result.status is Status.WARN):
+            continue
+        key = f"{remedy.kind}:{remedy.display}"
+        if key not in seen:
+            seen.add(key)
+            chosen.append((result.id, remedy))
+    return chosen
+
+
+class HostRun:
+    """Everything done on one host during one command."""
+
+    def __init__(self, spec: HostSpec, graph: CheckGraph, settings: FleetSettings, progress: Progress | None) -> None:
+        self.spec = spec
+        self.graph = graph
+        self.settings = settings
+        self.progress = progress or (lambda host, phase: None)
+
+    def evaluate(self, facts: HostFacts) -> list[CheckResult]:
+        return self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
+
+    async def check(self, transport: Transport) -> tuple[HostFacts, list[CheckResult]]:
+        self.progress(self.spec.name, "probing")
+        facts = await gather_facts(transport, self.spec)
+        return facts, self.evaluate(facts)
+
+    async def run(self, *, fix: bool, dry_run: bool) -> HostReport:
+        transport = open_transport(self.spec, self.settings)
+        self.progress(self.spec.name, "connecting")
+        try:
+            await transport.connect()
+        except EnvdoctorError as exc:
+            log.info("connect_failed", host=self.spec.name, error=str(exc))
+            return HostReport(self.spec, self.evaluate(HostFacts.unavailable(problem_from_error(exc))))
+        try:
+            facts, results = await self.check(transport)
+            if not fix:
+                return HostReport(self.spec, results)
+            return await self.fix(transport, results, dry_run=dry_run)
+        finally:
+            await transport.close()
+
+    async def fix(self, transport: Transport, before: list[CheckResult], *, dry_run: bool) -> HostReport:
+        remedies = pending_remedies(before)
+        if not remedies:
+            return HostReport(self.spec, before, before=before)
+        self.progress(self.spec.name, "fixing")
+        actions = []
+        for check_id, remedy in remedies:
+            runner = REMEDY_RUNNERS.get(remedy.kind)
+            if runner is None:
+                raise EnvdoctorError(f"no runner for remedies of kind {remedy.kind!r}")
+            try:
+                actions.append(await runner(transport, self.spec, check_id, remedy, dry_run))
+            except TransportError as exc:
+                actions.append(Action(check_id, remedy.summary, remedy.display, -1, str(exc)))
+                break  # the connection is gone or the host is stuck: re-checking would tell nothing new
+        if dry_run:
+            return HostReport(self.spec, before, before=before, actions=actions)
+        _, after = await self.check(transport)
+        return HostReport(self.spec, after, before=before, actions=actions)
+
+
+async def run_fleet(
+    specs: Sequence[HostSpec],
+    graph: CheckGraph,
+    settings: FleetSettings,
+    *,
+    command: str = "check",
+    fix: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> FleetReport:
+    """Check (and with ``fix``, repair) every host concurrently; never raises for a host's failure."""
+    limit = asyncio.Semaphore(max(1, settings.parallel))
+
+    async def one(spec: HostSpec) -> HostReport:
+        async with limit:
+            run = HostRun(spec, graph, settings, progress)
+            try:
+                async with asyncio.timeout(settings.timeout):
+                    report = await run.run(fix=fix, dry_run=dry_run)
+            except TimeoutError:
+                problem = Problem("timeout", f"{spec.name} did not finish within {settings.timeout:g}s")
+                report = HostReport(spec, run.evaluate(HostFacts.unavailable(problem)))
+            if progress:
+                progress(spec.name, "done" if report.ok else "problems")
+            return report
+
+    reports = await asyncio.gather(*(one(spec) for spec in specs))
+    return FleetReport(command, list(reports))

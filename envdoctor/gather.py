@@ -1,0 +1,93 @@
+"""Gather a host's facts: connect, send the probe once with every section the checks need.
+
+The table :data:`PROBE_SECTIONS` says, for each probe section, which module of
+``envdoctor/probe`` implements it and what arguments a host's spec gives it. A new kind of
+fact is a new stdlib module there and one row here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from envdoctor.errors import (
+    AuthError,
+    CommandTimeout,
+    ConnectError,
+    EnvdoctorError,
+    HostKeyError,
+    ProbeError,
+    TransportError,
+)
+from envdoctor.facts import HostFacts, Problem
+from envdoctor.inventory import HostSpec
+from envdoctor.probe.program import register_section, run_probe
+from envdoctor.transport.interface import Transport
+
+log = structlog.get_logger(__name__)
+
+SectionArgs = Callable[[HostSpec], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ProbeSection:
+    module: str
+    args: SectionArgs
+
+
+def _host_args(spec: HostSpec) -> Mapping[str, Any]:
+    return {"disk_paths": [p for p in (spec.venv, *spec.models) if p]}
+
+
+def _venvs_args(spec: HostSpec) -> Mapping[str, Any]:
+    return {"configured": [spec.venv] if spec.venv else [], "discover": True}
+
+
+PROBE_SECTIONS: dict[str, ProbeSection] = {
+    "host": ProbeSection("host", _host_args),
+    "venvs": ProbeSection("venvs", _venvs_args),
+}
+for _name, _section in PROBE_SECTIONS.items():
+    register_section(_name, _section.module)
+
+
+def build_request(spec: HostSpec, sections: Iterable[str] | None = None) -> dict[str, Mapping[str, Any]]:
+    names = list(sections) if sections is not None else list(PROBE_SECTIONS)
+    return {name: PROBE_SECTIONS[name].args(spec) for name in names}
+
+
+def python_candidates(spec: HostSpec) -> list[str]:
+    """Interpreters to try for the probe, before the host's own python3: the venv's first."""
+    if not spec.venv:
+        return []
+    return [os.path.join(spec.venv, "bin", "python3"), os.path.join(spec.venv, "bin", "python")]
+
+
+def problem_from_error(exc: EnvdoctorError) -> Problem:
+    kind = {
+        HostKeyError: "host-key",
+        AuthError: "auth",
+        ConnectError: "unreachable",
+        CommandTimeout: "timeout",
+        ProbeError: "probe",
+    }.get(type(exc), "unreachable" if isinstance(exc, TransportError) else "probe")
+    return Problem(kind, str(exc), exc.hint)
+
+
+async def gather_facts(
+    transport: Transport, spec: HostSpec, *, sections: Iterable[str] | None = None, timeout: float | None = 300
+) -> HostFacts:
+    """Probe a connected host once; failures become a :class:`Problem`, not an exception."""
+    request = build_request(spec, sections)
+    try:
+        output = await run_probe(transport, request, python_candidates=python_candidates(spec), timeout=timeout)
+    except (TransportError, ProbeError) as exc:
+        log.info("probe_failed", host=spec.name, error=str(exc))
+        return HostFacts.unavailable(problem_from_error(exc))
+    for name, error in output.errors.items():
+        log.warning("probe_section_failed", host=spec.name, section=name, error=error.strip().splitlines()[-1:])
+    return HostFacts.from_probe(output)

@@ -1,0 +1,190 @@
+"""The check graph: checks declare what they require, the engine orders and evaluates them.
+
+A check is a pure function ``(CheckContext) -> CheckResult``; it never awaits and never
+opens a connection. Checks are found, not registered by side effect: a module in
+``checks/`` (or a file the user names) marks its functions with :func:`check`.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+
+import structlog
+
+from envdoctor.errors import ConfigError
+from envdoctor.facts import HostFacts
+from envdoctor.inventory import HostSpec
+from envdoctor.results import CheckResult, Status
+
+log = structlog.get_logger(__name__)
+
+CHECK_MARK = "__envdoctor_check__"
+
+
+@dataclass(frozen=True)
+class RemedySettings:
+    """How remedies install packages: passed through to the venv's pip."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+
+    def pip_args(self) -> tuple[str, ...]:
+        args: list[str] = []
+        if self.index_url:
+            args += ["--index-url", self.index_url]
+        for url in self.extra_index_urls:
+            args += ["--extra-index-url", url]
+        for link in self.find_links:
+            args += ["--find-links", link]
+        return tuple(args)
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What a check may look at."""
+
+    spec: HostSpec
+    facts: HostFacts
+    settings: RemedySettings = field(default_factory=RemedySettings)
+    #: Results of the checks evaluated so far on this host (every prerequisite is there).
+    results: Mapping[str, CheckResult] = field(default_factory=dict)
+
+
+CheckFunc = Callable[[CheckContext], CheckResult]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    func: CheckFunc
+    requires: tuple[str, ...] = ()
+    why: str = ""
+
+
+def check(id: str, *, title: str, requires: Iterable[str] = (), why: str = "") -> Callable[[CheckFunc], CheckFunc]:
+    """Mark a function as the check ``id``. ``why`` is the default 'why it matters' text."""
+
+    def mark(func: CheckFunc) -> CheckFunc:
+        setattr(func, CHECK_MARK, Check(id, title, func, tuple(requires), why))
+        return func
+
+    return mark
+
+
+class CheckGraph:
+    """Checks in a deterministic dependency order."""
+
+    def __init__(self, checks: Iterable[Check]) -> None:
+        self.checks: dict[str, Check] = {}
+        for item in checks:
+            if item.id in self.checks:
+                raise ConfigError(f"two checks are named {item.id!r}")
+            self.checks[item.id] = item
+        for item in self.checks.values():
+            for req in item.requires:
+                if req not in self.checks:
+                    raise ConfigError(f"check {item.id!r} requires {req!r}, which no check defines")
+        sorter = graphlib.TopologicalSorter({c.id: c.requires for c in self.checks.values()})
+        try:
+            sorter.prepare()
+        except graphlib.CycleError as exc:
+            raise ConfigError(f"checks require each other in a cycle: {' -> '.join(exc.args[1])}") from None
+        self.order: list[str] = []
+        while sorter.is_active():
+            ready = sorted(sorter.get_ready())
+            self.order.extend(ready)
+            sorter.done(*ready)
+
+    def closure(self, ids: Iterable[str]) -> set[str]:
+        """The given checks and everything they require, transitively."""
+        wanted: set[str] = set()
+        stack = list(ids)
+        while stack:
+            current = stack.pop()
+            if current not in self.checks:
+                raise ConfigError(f"no check named {current!r}", hint="`envdoctor checks` lists them")
+            if current not in wanted:
+                wanted.add(current)
+                stack.extend(self.checks[current].requires)
+        return wanted
+
+    def evaluate(
+        self,
+        spec: HostSpec,
+        facts: HostFacts,
+        settings: RemedySettings = RemedySettings(),
+        *,
+        only: Iterable[str] | None = None,
+    ) -> list[CheckResult]:
+        """Run every check (or ``only`` those and their prerequisites) in order."""
+        selected = self.closure(only) if only is not None else set(self.checks)
+        results: dict[str, CheckResult] = {}
+        for check_id in self.order:
+            if check_id not in selected:
+                continue
+            item = self.checks[check_id]
+            results[check_id] = self._evaluate_one(item, CheckContext(spec, facts, settings, results))
+        return list(results.values())
+
+    def _evaluate_one(self, item: Check, context: CheckContext) -> CheckResult:
+        for req in item.requires:
+            prior = context.results[req]
+            if prior.status.is_problem:
+                return CheckResult(
+                    item.id, Status.BLOCKED, f"not run: {req} is {prior.status}",
+                    title=item.title, blocked_by=req,
+                )
+            if prior.status is Status.SKIPPED:
+                return CheckResult(item.id, Status.SKIPPED, f"not run: {req} was skipped", title=item.title)
+        try:
+            result = item.func(context)
+        except Exception as exc:  # one broken check must not take the host's report with it
+            log.exception("check_crashed", host=context.spec.name, check=item.id)
+            return CheckResult(item.id, Status.ERROR, f"the check itself failed: {exc!r}", title=item.title)
+        return replace(result, id=item.id, title=item.title, why=result.why or (item.why if result.status.is_problem or result.status is Status.WARN else ""))
+
+
+def checks_in(module: ModuleType) -> list[Check]:
+    return [getattr(v, CHECK_MARK) for v in vars(module).values() if hasattr(v, CHECK_MARK)]
+
+
+def load_module_file(path: Path, prefix: str) -> ModuleType:
+    """Import a user's Python file by path (their own checks or patches)."""
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist")
+    name = f"{prefix}_{path.stem}_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: {exc.msg}") from None
+    return module
+
+
+def package_modules(package: str) -> list[ModuleType]:
+    root = importlib.import_module(package)
+    return [
+        importlib.import_module(f"{package}.{info.name}")
+        for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name)
+        if not info.name.startswith("_")
+    ]
+
+
+def load_checks(extra_files: Iterable[Path] = ()) -> CheckGraph:
+    """Every check shipped in ``checks/`` plus those in the user's own files."""
+    modules = package_modules("checks") + [load_module_file(p, "envdoctor_user_checks") for p in extra_files]
+    return CheckGraph(c for m in modules for c in checks_in(m))

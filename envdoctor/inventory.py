@@ -1,0 +1,292 @@
+"""Which hosts to look at and what each should have: ``envdoctor.toml``, SSH aliases, ``local``.
+
+A HOST argument is, in this order: ``local``; a host or group of the inventory; a
+``user@host[:port]`` destination; a ``Host`` alias of the user's OpenSSH config. Anything
+else is a usage error, so that a typo never turns into a connection to a wrong machine.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from envdoctor.errors import ConfigError
+from envdoctor.transport.ssh import DEFAULT_SSH_CONFIG, SSHTarget
+
+DEFAULT_INVENTORY = "envdoctor.toml"
+LOCAL = "local"
+
+#: Keys a ``[hosts.NAME]`` table may have, with the type each must be.
+HOST_KEYS: dict[str, type | tuple[type, ...]] = {
+    "ssh": str,
+    "venv": str,
+    "requires": list,
+    "models": list,
+    "trust_remote_code": bool,
+    "scan": list,
+}
+STAGE_KEYS: dict[str, type | tuple[type, ...]] = {"host": str, "requires": list, "command": str}
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One host to check, and what the user expects of it."""
+
+    name: str
+    #: None for the local machine.
+    ssh: SSHTarget | None
+    venv: str | None = None
+    requires: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    trust_remote_code: bool = False
+    #: Extra distributions whose code ``check`` scans for trust_remote_code gaps.
+    scan: tuple[str, ...] = ()
+
+    @property
+    def is_local(self) -> bool:
+        return self.ssh is None
+
+    @property
+    def destination(self) -> str:
+        return "this machine" if self.ssh is None else str(self.ssh)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    host: str
+    requires: tuple[str, ...]
+    command: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: Path | None = None
+    hosts: Mapping[str, HostSpec] = field(default_factory=dict)
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    stages: Mapping[str, Stage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Ad-hoc settings from the command line; they apply to every host of the run."""
+
+    venv: str | None = None
+    requires: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    trust_remote_code: bool = False
+
+
+def parse_requirement(text: str, *, where: str) -> str:
+    """Validate a PEP 508 requirement; returns it unchanged."""
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        raise ConfigError(
+            f"{where}: {text!r} is not a valid requirement: {exc}",
+            hint="use PEP 508 syntax, e.g. 'tiktoken' or 'transformers>=4.57,<5.16'",
+        ) from None
+    return text
+
+
+def load_inventory(path: str | os.PathLike[str] | None = None) -> Inventory:
+    """Read the inventory named by ``--config``, else ``./envdoctor.toml`` if there is one."""
+    if path is None:
+        candidate = Path(DEFAULT_INVENTORY)
+        if not candidate.is_file():
+            return Inventory()
+        config_path = candidate
+    else:
+        config_path = Path(path)
+        if not config_path.is_file():
+            raise ConfigError(f"config file {config_path} does not exist")
+    try:
+        data = tomllib.loads(config_path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{config_path} is not UTF-8 text (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{config_path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {config_path}: {exc.strerror}") from None
+    return _parse_inventory(data, config_path)
+
+
+def _check_table(table: Any, keys: Mapping[str, type | tuple[type, ...]], where: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    for key, value in table.items():
+        if key not in keys:
+            raise ConfigError(f"{where}: unknown key {key!r}", hint=f"known keys: {', '.join(keys)}")
+        expected = keys[key]
+        if not isinstance(value, expected):
+            kind = expected.__name__ if isinstance(expected, type) else "/".join(t.__name__ for t in expected)
+            raise ConfigError(f"{where}.{key} must be a {kind}, not {type(value).__name__}")
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}.{key} must be a list of strings")
+    return table
+
+
+def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
+    unknown = set(data) - {"hosts", "groups", "stages"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown table {sorted(unknown)[0]!r}", hint="known: hosts, groups, stages")
+    hosts: dict[str, HostSpec] = {}
+    hosts_raw = data.get("hosts") or {}
+    if not isinstance(hosts_raw, dict):
+        raise ConfigError(f"{path}: hosts must be a table of [hosts.NAME] tables")
+    for name, raw in hosts_raw.items():
+        where = f"{path}: hosts.{name}"
+        table = _check_table(raw, HOST_KEYS, where)
+        destination = table.get("ssh", name)
+        hosts[name] = HostSpec(
+            name=name,
+            ssh=None if destination == LOCAL else parse_destination(destination, where=f"{where}.ssh"),
+            venv=table.get("venv"),
+            requires=tuple(parse_requirement(r, where=f"{where}.requires") for r in table.get("requires", [])),
+            models=tuple(table.get("models", [])),
+            trust_remote_code=table.get("trust_remote_code", False),
+            scan=tuple(table.get("scan", [])),
+        )
+    groups_raw = data.get("groups") or {}
+    if not isinstance(groups_raw, dict):
+        raise ConfigError(f"{path}: groups must be a table of lists")
+    groups: dict[str, tuple[str, ...]] = {}
+    for name, members in groups_raw.items():
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+            raise ConfigError(f"{path}: groups.{name} must be a list of host names")
+        if name in hosts:
+            raise ConfigError(f"{path}: {name!r} is both a host and a group")
+        groups[name] = tuple(members)
+    stages: dict[str, Stage] = {}
+    for name, raw in (data.get("stages") or {}).items():
+        where = f"{path}: stages.{name}"
+        table = _check_table(raw, STAGE_KEYS, where)
+        if "command" not in table:
+            raise ConfigError(f"{where} needs a command")
+        stages[name] = Stage(name, table.get("host", ""), tuple(table.get("requires", [])), table["command"])
+    return Inventory(path, hosts, groups, stages)
+
+
+_DESTINATION = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
+
+
+def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
+    """``user@host[:port]``, ``host:port``, ``[v6addr]:port`` or a bare alias."""
+    match = _DESTINATION.match(text)
+    if not match:
+        raise ConfigError(f"{where}: {text!r} is not a host, alias or user@host[:port]")
+    port = int(match["port"]) if match["port"] else None
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(f"{where}: port {port} is out of range")
+    return SSHTarget(host=match["host"].strip("[]"), user=match["user"], port=port)
+
+
+def ssh_config_patterns(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The ``Host`` patterns of OpenSSH config files, following ``Include``."""
+    patterns: list[str] = []
+    seen: set[str] = set()
+
+    def read(path: Path) -> None:
+        key = str(path.resolve())
+        if key in seen or not path.is_file():
+            return
+        seen.add(key)
+        try:
+            text = path.read_text("utf-8", errors="replace")
+        except OSError:
+            return
+        for line in text.splitlines():
+            words = line.strip().replace("=", " ", 1).split()
+            if not words or words[0].startswith("#"):
+                continue
+            keyword = words[0].lower()
+            if keyword == "host":
+                patterns.extend(w.strip('"') for w in words[1:])
+            elif keyword == "include":
+                for pattern in words[1:]:
+                    pattern = os.path.expanduser(pattern)
+                    if not os.path.isabs(pattern):
+                        pattern = str(DEFAULT_SSH_CONFIG.expanduser().parent / pattern)
+                    for included in sorted(glob.glob(pattern)):
+                        read(Path(included))
+
+    for path in paths:
+        read(Path(path))
+    return patterns
+
+
+def is_ssh_alias(name: str, patterns: Sequence[str]) -> bool:
+    """Whether a ``Host`` line names this host; a catch-all ``*`` does not count."""
+    negated = [p[1:] for p in patterns if p.startswith("!")]
+    if any(fnmatch.fnmatchcase(name, p) for p in negated):
+        return False
+    return any(p != "*" and not p.startswith("!") and fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def resolve_hosts(
+    names: Sequence[str],
+    inventory: Inventory,
+    overrides: Overrides = Overrides(),
+    *,
+    ssh_config_files: Sequence[str] = (),
+) -> list[HostSpec]:
+    """Turn HOST arguments into specs, expanding groups and applying the ad-hoc options."""
+    if not names:
+        names = [LOCAL]
+    alias_patterns: list[str] | None = None
+    specs: dict[str, HostSpec] = {}
+
+    def add(name: str, trail: tuple[str, ...]) -> None:
+        nonlocal alias_patterns
+        if name in trail:
+            raise ConfigError(f"group {trail[0]!r} includes itself through {' -> '.join(trail + (name,))}")
+        if name in inventory.groups:
+            for member in inventory.groups[name]:
+                add(member, trail + (name,))
+            return
+        if name in specs:
+            return
+        if name in inventory.hosts:
+            specs[name] = inventory.hosts[name]
+        elif name == LOCAL:
+            specs[name] = HostSpec(name=LOCAL, ssh=None)
+        elif "@" in name or ":" in name:
+            specs[name] = HostSpec(name=name, ssh=parse_destination(name))
+        else:
+            if alias_patterns is None:
+                files = list(ssh_config_files) or [str(DEFAULT_SSH_CONFIG.expanduser())]
+                alias_patterns = ssh_config_patterns(files)
+            if not is_ssh_alias(name, alias_patterns):
+                where = f"in {inventory.path}" if inventory.path else "in an envdoctor.toml"
+                raise ConfigError(
+                    f"unknown host {name!r}: not a host or group {where} and not a Host in your SSH config",
+                    hint="add it to envdoctor.toml or ~/.ssh/config, or give user@host[:port]",
+                )
+            specs[name] = HostSpec(name=name, ssh=parse_destination(name))
+
+    for name in names:
+        add(name, ())
+    return [_apply(spec, overrides) for spec in specs.values()]
+
+
+def _apply(spec: HostSpec, overrides: Overrides) -> HostSpec:
+    return replace(
+        spec,
+        venv=overrides.venv or spec.venv,
+        requires=_unique(spec.requires + overrides.requires),
+        models=_unique(spec.models + overrides.models),
+        trust_remote_code=spec.trust_remote_code or overrides.trust_remote_code,
+    )
+
+
+def _unique(items: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))

@@ -1,0 +1,80 @@
+"""Logging set-up for the CLI, with secrets kept out of every event.
+
+Library modules only call ``structlog.get_logger(__name__)`` and bind ``host=``/``check=``;
+this module (called by the CLI alone) decides where events go and scrubs them first.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+
+#: Names whose values are never shown (matched anywhere in the key, any case).
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL", re.IGNORECASE)
+#: Values that are secrets whatever their name.
+SECRET_VALUE = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)"
+    r"|\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})\b"
+    r"|(?<=://)[^/\s:@]+:[^/\s@]+(?=@)",  # user:password@ in URLs
+    re.DOTALL,
+)
+#: `NAME=value` inside a string, as in a command line or an environment dump.
+SECRET_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+REDACTED = "***"
+
+
+def redact_text(text: str) -> str:
+    text = SECRET_VALUE.sub(REDACTED, text)
+    return SECRET_ASSIGNMENT.sub(
+        lambda m: f"{m[1]}={REDACTED}" if SECRET_NAME.search(m[1]) else m[0], text
+    )
+
+
+def redact(value: Any, name: str = "") -> Any:
+    if name and SECRET_NAME.search(name):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v) for v in value)
+    return value
+
+
+def redact_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A structlog processor: scrub every field of an event."""
+    for key in list(event):
+        event[key] = redact(event[key], "" if key == "event" else key)
+    return event
+
+
+def configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.format_exc_info if verbosity >= 2 else _drop_exc_info,
+            redact_event,
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    # asyncssh logs through the standard library; keep it quiet unless asked.
+    logging.basicConfig(level=logging.WARNING if verbosity < 2 else logging.DEBUG, stream=sys.stderr)
+    logging.getLogger("asyncssh").setLevel(logging.WARNING if verbosity < 2 else logging.INFO)
+
+
+def _drop_exc_info(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    exc = event.pop("exc_info", None)
+    if exc:
+        event["error"] = repr(sys.exc_info()[1])
+    return event

@@ -1,0 +1,1 @@
+"""The stdlib-only program sent to a host, and the controller code that runs it."""

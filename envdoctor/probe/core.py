@@ -1,0 +1,73 @@
+# Runs ON THE HOST. Python standard library only; keep it working on Python 3.6+
+# (no walrus, no builtin generics, no `from __future__`), since a GPU host's default
+# interpreter can be old. The controller concatenates this file with the section modules
+# it needs (see envdoctor.probe.program) and sends them in one command.
+#
+# Protocol: the first line of stdin is the JSON request {"sections": {name: args}}; the
+# rest of stdin is this program. Each section writes one JSON line as soon as it is done:
+#   {"section": name, "data": ...}     or     {"section": name, "error": "..."}
+# and a last line {"done": true}. A section may also stream {"section": name, "item": ...}
+# lines before its final line, so large results never sit whole in memory.
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+
+SECTIONS = {}
+
+
+def section(name):
+    """Register a function(args, emit) as the probe section `name`."""
+
+    def register(func):
+        SECTIONS[name] = func
+        return func
+
+    return register
+
+
+def emit_line(obj):
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def run_command(argv, timeout=30, stdin_data=None, env=None):
+    """Run argv; return (exit_status, stdout_text, stderr_text). Never raises for the command."""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+    except OSError as exc:
+        return 127, "", str(exc)
+    try:
+        out, err = proc.communicate(stdin_data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return 124, out.decode("utf-8", "replace"), "timed out after %ss" % timeout
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def main(request):
+    for name, args in sorted(request.get("sections", {}).items()):
+        func = SECTIONS.get(name)
+        if func is None:
+            emit_line({"section": name, "error": "this probe has no section %r" % name})
+            continue
+
+        def emit_item(item, _name=name):
+            emit_line({"section": _name, "item": item})
+
+        try:
+            data = func(args or {}, emit_item)
+        except Exception:
+            emit_line({"section": name, "error": traceback.format_exc(limit=6)})
+        else:
+            emit_line({"section": name, "data": data})
+    emit_line({"done": True})

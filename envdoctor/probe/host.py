@@ -1,0 +1,87 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Section "host": what a non-interactive command reaches (python3, pip), GPUs, free disk.
+
+import os
+import platform
+import shutil
+import socket
+import sys
+
+from envdoctor.probe.core import run_command, section
+
+def describe_program(path):
+    """Where a program found on PATH really points."""
+    return {"path": path, "realpath": os.path.realpath(path)}
+
+
+def describe_pip(path):
+    """A pip script belongs to the interpreter in its shebang line."""
+    info = describe_program(path)
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(4096)
+    except OSError as exc:
+        info["error"] = str(exc)
+        return info
+    if first.startswith(b"#!"):
+        words = first[2:].decode("utf-8", "replace").split()
+        # `#!/usr/bin/env python3` names a program looked up on PATH, not a path
+        if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+            found = shutil.which(words[-1])
+            info["interpreter"] = found
+        elif words:
+            info["interpreter"] = words[0]
+    return info
+
+
+def gpu_facts():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return {"nvidia_smi": None, "gpus": []}
+    status, out, err = run_command([smi, "-L"], timeout=20)
+    gpus = [line.strip() for line in out.splitlines() if line.strip().startswith("GPU ")]
+    result = {"nvidia_smi": smi, "gpus": gpus, "exit_status": status}
+    if status != 0:
+        result["error"] = (err.strip() or out.strip())[:500]
+    return result
+
+
+def disk_facts(paths):
+    seen = {}
+    for path in paths:
+        probe_path = path
+        while probe_path and not os.path.exists(probe_path):
+            probe_path = os.path.dirname(probe_path)
+        if not probe_path:
+            continue
+        try:
+            usage = shutil.disk_usage(probe_path)
+        except OSError:
+            continue
+        seen[path] = {"free": usage.free, "total": usage.total}
+    return seen
+
+
+@section("host")
+def host_section(args, emit):
+    env = os.environ
+    on_path = {}
+    for key, program in (("python3", "ENVDOCTOR_PY3"), ("python", "ENVDOCTOR_PYTHON")):
+        found = env.get(program) or None
+        on_path[key] = describe_program(found) if found else None
+    for key, program in (("pip", "ENVDOCTOR_PIP"), ("pip3", "ENVDOCTOR_PIP3")):
+        found = env.get(program) or None
+        on_path[key] = describe_pip(found) if found else None
+    home = os.path.expanduser("~")
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "user": env.get("USER") or env.get("LOGNAME") or "",
+        "home": home,
+        "path_env": env.get("ENVDOCTOR_PATH", env.get("PATH", "")),
+        "probe_python": {"executable": os.path.realpath(sys.executable), "version": platform.python_version()},
+        "on_path": on_path,
+        "gpu": gpu_facts(),
+        "disk": disk_facts([home] + list(args.get("disk_paths", []))),
+    }

@@ -1,0 +1,141 @@
+"""Controller side of the probe: build the program, send it in one command, read its lines.
+
+The host runs ``sh -c WRAPPER``: the wrapper notes what a non-interactive ``python3`` and
+``pip`` resolve to (that is the pip trap's evidence), picks an interpreter by absolute path
+and runs the bootstrap, which reads the request line and the program from stdin. So one SSH
+session gathers every fact, whatever the host's login shell is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from envdoctor.errors import ProbeError
+from envdoctor.transport.interface import Transport
+
+#: Probe modules, in the order they are concatenated; core must come first.
+CORE_MODULE = "core"
+SECTION_MODULES: dict[str, str] = {"host": "host", "venvs": "venvs"}
+
+_WRAPPER = r"""
+ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)
+ENVDOCTOR_PYTHON=$(command -v python 2>/dev/null)
+ENVDOCTOR_PIP=$(command -v pip 2>/dev/null)
+ENVDOCTOR_PIP3=$(command -v pip3 2>/dev/null)
+ENVDOCTOR_PATH=$PATH
+export ENVDOCTOR_PY3 ENVDOCTOR_PYTHON ENVDOCTOR_PIP ENVDOCTOR_PIP3 ENVDOCTOR_PATH
+boot=$1
+shift
+for candidate in "$@" "$ENVDOCTOR_PY3" /usr/bin/python3 /usr/local/bin/python3 /usr/libexec/platform-python; do
+  if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+    exec "$candidate" -I -c "$boot"
+  fi
+done
+echo "envdoctor: no Python 3 interpreter found on this host (looked for python3 on PATH and in /usr/bin, /usr/local/bin)" >&2
+exit 127
+"""
+
+_BOOTSTRAP = (
+    "import json,sys;"
+    "r=json.loads(sys.stdin.readline());"
+    "g={'__name__':'envdoctor_probe'};"
+    "exec(compile(sys.stdin.read(),'<envdoctor-probe>','exec'),g);"
+    "g['main'](r)"
+)
+
+NO_PYTHON_STATUS = 127
+
+
+@cache
+def _module_source(module: str) -> str:
+    text = resources.files("envdoctor.probe").joinpath(f"{module}.py").read_text("utf-8")
+    # Inside the concatenated program every module's names are already defined.
+    kept = [line for line in text.splitlines() if not line.startswith("from envdoctor.probe")]
+    return "\n".join(kept) + "\n"
+
+
+def register_section(name: str, module: str) -> None:
+    """Make a probe module of this package available as section ``name``."""
+    SECTION_MODULES[name] = module
+
+
+def build_program(sections: Iterable[str]) -> str:
+    modules = [CORE_MODULE]
+    for name in sections:
+        try:
+            module = SECTION_MODULES[name]
+        except KeyError:
+            raise ProbeError(f"no probe section named {name!r}") from None
+        if module not in modules:
+            modules.append(module)
+    return "".join(_module_source(m) for m in modules)
+
+
+@dataclass
+class ProbeOutput:
+    """The raw facts one probe run returned, by section."""
+
+    sections: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    items: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def probe_command(python_candidates: Sequence[str]) -> list[str]:
+    return ["sh", "-c", _WRAPPER, "envdoctor-probe", _BOOTSTRAP, *python_candidates]
+
+
+def encode_stdin(request: dict[str, Any], program: str) -> bytes:
+    return (json.dumps(request) + "\n" + program).encode("utf-8")
+
+
+def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
+    output = ProbeOutput()
+    done = False
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:
+            raise ProbeError(f"probe printed something that is not JSON: {raw[:120]!r}") from exc
+        if record.get("done"):
+            done = True
+            continue
+        name = record.get("section", "?")
+        if "item" in record:
+            output.items.setdefault(name, []).append(record["item"])
+        elif "error" in record:
+            output.errors[name] = record["error"]
+        else:
+            output.sections[name] = record.get("data")
+    if not done:
+        raise ProbeError("the probe stopped before it finished (no end marker in its output)")
+    return output
+
+
+async def run_probe(
+    transport: Transport,
+    sections: dict[str, dict[str, Any]],
+    *,
+    python_candidates: Sequence[str] = (),
+    timeout: float | None = 300,
+) -> ProbeOutput:
+    """Run the requested sections in one command on the host and return what they found."""
+    program = build_program(sections)
+    result = await transport.run(
+        probe_command(python_candidates),
+        stdin=encode_stdin({"sections": sections}, program),
+        timeout=timeout,
+    )
+    if result.exit_status == NO_PYTHON_STATUS and not result.stdout:
+        raise ProbeError(result.stderr_tail(1) or "no Python 3 interpreter on the host")
+    try:
+        return parse_lines(result.stdout.splitlines())
+    except ProbeError as exc:
+        detail = result.stderr_tail(3)
+        raise ProbeError(f"{exc}; exit status {result.exit_status}" + (f": {detail}" if detail else "")) from None

@@ -1,0 +1,266 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Section "venvs": the configured venvs and those found under the usual roots; for each,
+# whether its interpreter runs, its version, prefix, sys.path and installed distributions.
+
+import email.parser
+import glob
+import json
+import os
+import re
+import subprocess
+
+from envdoctor.probe.core import section
+
+# Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
+# PYTHONPATH, and so must we. Run from / so the working directory adds nothing to sys.path.
+INSPECT = r"""
+import json, os, platform, sys
+impl = sys.implementation
+markers = {
+    "implementation_name": impl.name,
+    "implementation_version": "%d.%d.%d" % tuple(impl.version[:3]),
+    "os_name": os.name,
+    "platform_machine": platform.machine(),
+    "platform_python_implementation": platform.python_implementation(),
+    "platform_release": platform.release(),
+    "platform_system": platform.system(),
+    "platform_version": platform.version(),
+    "python_full_version": platform.python_version(),
+    "python_version": ".".join(platform.python_version_tuple()[:2]),
+    "sys_platform": sys.platform,
+}
+print(json.dumps({
+    "executable": sys.executable,
+    "prefix": sys.prefix,
+    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+    "version": "%d.%d.%d" % sys.version_info[:3],
+    "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
+    "markers": markers,
+}))
+"""
+
+DISCOVERY_PATTERNS = (
+    "/root/venv*",
+    "~/venv*",
+    "~/.venv*",
+    "~/venvs/*",
+    "~/.virtualenvs/*",
+    "/opt/*/venv",
+    "/opt/venv*",
+)
+CONDA_ROOTS = ("/opt/conda", "~/miniconda3", "~/anaconda3", "~/miniforge3", "~/mambaforge")
+
+_NAME_NORMALIZE = re.compile(r"[-_.]+")
+
+
+def normalize_name(name):
+    return _NAME_NORMALIZE.sub("-", name).lower()
+
+
+def is_env_dir(path):
+    return os.path.isfile(os.path.join(path, "pyvenv.cfg")) or os.path.isdir(
+        os.path.join(path, "conda-meta")
+    )
+
+
+def discover_envs():
+    found = []
+    for pattern in DISCOVERY_PATTERNS:
+        found.extend(glob.glob(os.path.expanduser(pattern)))
+    for root in CONDA_ROOTS:
+        root = os.path.expanduser(root)
+        if os.path.isdir(root):
+            found.append(root)
+            found.extend(glob.glob(os.path.join(root, "envs", "*")))
+    listing = os.path.expanduser("~/.conda/environments.txt")
+    try:
+        with open(listing, encoding="utf-8", errors="replace") as handle:
+            found.extend(line.strip() for line in handle if line.strip())
+    except OSError:
+        pass
+    unique = []
+    for path in found:
+        path = os.path.abspath(path)
+        if path not in unique and os.path.isdir(path) and is_env_dir(path):
+            unique.append(path)
+    return sorted(unique)
+
+
+def read_headers(path):
+    """The RFC 822 headers of a METADATA or PKG-INFO file (the body is the long description)."""
+    lines = []
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if raw in (b"\n", b"\r\n"):
+                break
+            lines.append(raw.decode("utf-8", "replace"))
+    return email.parser.HeaderParser().parsestr("".join(lines))
+
+
+def egg_requires(folder):
+    """requires.txt of an .egg-info, turned into PEP 508 strings."""
+    requires = []
+    marker = ""
+    try:
+        handle = open(os.path.join(folder, "requires.txt"), encoding="utf-8", errors="replace")
+    except OSError:
+        return requires
+    with handle:
+        for line in handle:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("[") and line.endswith("]"):
+                extra, _, condition = line[1:-1].partition(":")
+                parts = []
+                if condition:
+                    parts.append("(%s)" % condition)
+                if extra:
+                    parts.append('extra == "%s"' % extra)
+                marker = " and ".join(parts)
+                continue
+            requires.append("%s; %s" % (line, marker) if marker else line)
+    return requires
+
+
+def read_distribution(site, entry):
+    folder = os.path.join(site, entry)
+    if entry.endswith(".dist-info"):
+        kind, meta = "dist-info", os.path.join(folder, "METADATA")
+    elif entry.endswith(".egg-info"):
+        kind = "egg-info"
+        meta = os.path.join(folder, "PKG-INFO") if os.path.isdir(folder) else folder
+    else:
+        return None
+    dist = {"path": folder, "site": site, "kind": kind}
+    try:
+        headers = read_headers(meta)
+    except OSError as exc:
+        dist["error"] = "unreadable metadata: %s" % exc
+        dist["name"] = entry.rsplit("-", 1)[0] if "-" in entry else entry.split(".")[0]
+        dist["version"] = ""
+        dist["requires"] = []
+        return dist
+    dist["name"] = headers.get("Name") or entry.split("-")[0]
+    dist["version"] = headers.get("Version") or ""
+    if kind == "dist-info":
+        dist["requires"] = headers.get_all("Requires-Dist") or []
+    else:
+        dist["requires"] = egg_requires(folder) if os.path.isdir(folder) else []
+    return dist
+
+
+def read_distributions(sys_path):
+    """Every distribution on sys_path, in import order; the first of a name is the active one."""
+    dists = []
+    active = {}
+    for site in sys_path:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            dist = read_distribution(site, entry)
+            if dist is None:
+                continue
+            key = normalize_name(dist["name"])
+            dist["active"] = key not in active
+            if key in active:
+                dist["shadowed_by"] = active[key]
+            else:
+                active[key] = dist["path"]
+            dists.append(dist)
+    return dists
+
+
+def guess_site_packages(prefix):
+    return sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
+
+
+def env_python(prefix):
+    for name in ("python", "python3"):
+        python = os.path.join(prefix, "bin", name)
+        if os.path.exists(python):
+            return python
+    return os.path.join(prefix, "bin", "python")
+
+
+def start_inspection(python):
+    """Start `python` reporting on itself; returns (process, error)."""
+    if not os.path.exists(python):
+        return None, "no interpreter at %s" % python
+    try:
+        proc = subprocess.Popen(
+            [python, "-c", INSPECT],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/",
+        )
+    except OSError as exc:
+        return None, "%s does not run: %s" % (python, exc)
+    return proc, None
+
+
+def finish_inspection(prefix, python, proc, error, timeout):
+    env = {"prefix": prefix, "python": python, "exists": True}
+    if prefix and not os.path.isdir(prefix):
+        env.update(exists=False, runs=False, error="no such directory", site_packages=[], distributions=[])
+        return env
+    if prefix:
+        env["pyvenv_cfg"] = os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
+        env["conda"] = os.path.isdir(os.path.join(prefix, "conda-meta"))
+    info = None
+    if proc is not None:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            error = "%s did not answer within %ss" % (python, timeout)
+        else:
+            if proc.returncode == 0:
+                try:
+                    info = json.loads(out.decode("utf-8", "replace"))
+                except ValueError:
+                    error = "unexpected output from %s" % python
+            else:
+                lines = err.decode("utf-8", "replace").strip().splitlines()
+                error = "%s exited with %d: %s" % (python, proc.returncode, (lines or [""])[-1])
+    env["runs"] = info is not None
+    if error:
+        env["error"] = error
+    if info is not None:
+        env.update(info)
+        env["prefix"] = prefix or info["prefix"]
+        sys_path = info["sys_path"]
+    else:
+        sys_path = guess_site_packages(prefix) if prefix else []
+    env["site_packages"] = [p for p in sys_path if p.endswith("-packages")]
+    env["distributions"] = read_distributions(sys_path)
+    return env
+
+
+@section("venvs")
+def venvs_section(args, emit):
+    configured = [os.path.abspath(os.path.expanduser(p)) for p in args.get("configured", [])]
+    discovered = discover_envs() if args.get("discover", True) else []
+    prefixes = []
+    for path in configured + discovered:
+        if path not in prefixes:
+            prefixes.append(path)
+    timeout = args.get("timeout", 60)
+    # Start every interpreter first, then collect: they run side by side, not one by one.
+    jobs = []
+    for prefix in prefixes:
+        python = env_python(prefix)
+        proc, error = start_inspection(python) if os.path.isdir(prefix) else (None, None)
+        jobs.append((prefix, python, proc, error))
+    default_python = os.environ.get("ENVDOCTOR_PY3") or ""
+    default_job = None
+    if default_python:
+        proc, error = start_inspection(default_python)
+        default_job = ("", default_python, proc, error)
+    envs = [finish_inspection(*job, timeout=timeout) for job in jobs]
+    default = finish_inspection(*default_job, timeout=timeout) if default_job else None
+    return {"configured": configured, "discovered": discovered, "envs": envs, "default": default}

@@ -1,0 +1,16 @@
+"""Reports of a fleet run: doctor-style text, JSON (the contract) and JUnit XML."""
+
+from __future__ import annotations
+
+from envdoctor.fleet import FleetReport
+from envdoctor.report import json_report, junit, text
+
+FORMATS = ("text", "json", "junit")
+
+
+def render(report: FleetReport, fmt: str, *, color: bool = False, width: int = 100) -> str:
+    if fmt == "json":
+        return json_report.render(report)
+    if fmt == "junit":
+        return junit.render(report)
+    return text.render(report, color=color, width=width)

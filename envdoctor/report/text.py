@@ -1,0 +1,102 @@
+"""Doctor-style text: per host, what is wrong, why it matters, and the exact fix."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+from rich.console import Console
+from rich.text import Text
+
+from envdoctor.fleet import FleetReport, HostReport
+from envdoctor.results import CheckResult, Status
+
+MARKS = {
+    Status.PASS: ("✓", "green"),
+    Status.WARN: ("!", "yellow"),
+    Status.FAIL: ("✗", "red"),
+    Status.ERROR: ("✗", "red bold"),
+    Status.BLOCKED: ("·", "magenta"),
+    Status.SKIPPED: ("-", "dim"),
+}
+
+
+def _counts(results: list[CheckResult]) -> str:
+    counts = Counter(r.status for r in results)
+    order = [Status.FAIL, Status.ERROR, Status.BLOCKED, Status.WARN, Status.PASS, Status.SKIPPED]
+    words = {Status.FAIL: "failed", Status.ERROR: "error", Status.BLOCKED: "blocked",
+             Status.WARN: "warning", Status.PASS: "passed", Status.SKIPPED: "skipped"}
+    return ", ".join(f"{counts[s]} {words[s]}" for s in order if counts[s])
+
+
+def _result_lines(result: CheckResult, id_width: int) -> list[Text]:
+    mark, style = MARKS[result.status]
+    line = Text("  ")
+    line.append(mark, style=style)
+    line.append(f" {result.id:<{id_width}}  ", style="bold" if result.status.is_problem else "")
+    message = result.message if result.status is not Status.SKIPPED else f"skipped: {result.message}"
+    line.append(message, style="dim" if result.status is Status.SKIPPED else "")
+    lines = [line]
+    indent = " " * (id_width + 6)
+    if result.status.is_problem or result.status is Status.WARN:
+        if result.why:
+            lines.append(Text(f"{indent}why: ", style="dim").append(result.why, style=""))
+        if result.remedy is not None:
+            label = "fix: " if result.remedy.automatic else "fix (by hand): "
+            lines.append(Text(f"{indent}{label}", style="dim").append(result.remedy.display, style="cyan"))
+    return lines
+
+
+def _host_block(host: HostReport) -> list[Text]:
+    spec = host.spec
+    head = Text()
+    head.append(spec.name, style="bold")
+    if spec.destination != spec.name:
+        head.append(f"  {spec.destination}", style="dim")
+    if spec.venv:
+        head.append(f"  venv {spec.venv}", style="dim")
+    head.append("  ")
+    head.append("OK" if host.ok else "PROBLEMS", style="green bold" if host.ok else "red bold")
+    lines = [head]
+    id_width = max((len(r.id) for r in host.results), default=10)
+    for result in host.results:
+        lines.extend(_result_lines(result, id_width))
+    if host.before is not None:
+        if host.actions:
+            lines.append(Text("  fix:", style="bold"))
+            for action in host.actions:
+                if action.exit_status is None:
+                    lines.append(Text("    would run: ", style="yellow").append(action.command, style="cyan"))
+                else:
+                    mark, style = ("✓", "green") if action.ok else ("✗", "red")
+                    entry = Text("    ").append(mark, style=style).append(f" {action.command}", style="cyan")
+                    if not action.ok:
+                        entry.append(f"  (exit status {action.exit_status})", style="red")
+                    lines.append(entry)
+                    if not action.ok and action.output:
+                        for out_line in action.output.strip().splitlines()[-5:]:
+                            lines.append(Text(f"      {out_line}", style="dim"))
+            lines.append(Text(f"  before: {_counts(host.before)}  ->  now: {_counts(host.results)}", style="dim"))
+        else:
+            lines.append(Text("  fix: nothing to do", style="dim"))
+    return lines
+
+
+def render(report: FleetReport, *, color: bool = False, width: int = 100) -> str:
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, force_terminal=color, no_color=not color, width=width,
+        highlight=False, soft_wrap=True, emoji=False,
+    )
+    for host in report.hosts:
+        for line in _host_block(host):
+            console.print(line)
+        console.print()
+    bad = [h for h in report.hosts if not h.ok]
+    summary = Text(f"{len(report.hosts)} host{'s' if len(report.hosts) != 1 else ''} checked: ")
+    if bad:
+        summary.append(f"{len(bad)} with problems ({', '.join(h.spec.name for h in bad)})", style="red bold")
+    else:
+        summary.append("all OK", style="green bold")
+    console.print(summary)
+    return buffer.getvalue()

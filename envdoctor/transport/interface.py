@@ -1,0 +1,127 @@
+"""The one interface every way of reaching a host implements.
+
+A command is always an argv list. Whether it runs through ``execve`` (local) or a remote
+login shell (SSH), its arguments are quoted here, in :func:`shell_join`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from envdoctor.errors import TransportError
+
+#: How much of a command's output we keep; the rest is dropped with a marker. A host that
+#: prints gigabytes must not take the controller's memory with it.
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did on a host."""
+
+    argv: tuple[str, ...]
+    exit_status: int
+    stdout: bytes
+    stderr: bytes
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    def stderr_tail(self, lines: int = 5) -> str:
+        """The last few lines of stderr, decoded leniently, for error messages."""
+        text = self.stderr.decode("utf-8", "replace").strip().splitlines()
+        return "\n".join(text[-lines:])
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    """Quote an argv for a POSIX shell: the single place remote arguments are quoted.
+
+    Refuses NUL bytes, which no shell argument can carry, rather than truncating silently.
+    """
+    for arg in argv:
+        if "\x00" in arg:
+            raise TransportError(f"argument contains a NUL byte: {arg!r}")
+    return " ".join(shlex.quote(arg) for arg in argv)
+
+
+class Transport(ABC):
+    """A connection to one host. Open with ``async with``; every step reuses it."""
+
+    #: The name the user gave for the host (for messages), not necessarily its address.
+    name: str
+
+    async def __aenter__(self) -> Transport:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @abstractmethod
+    async def connect(self) -> None:
+        """Open the connection; raise ConnectError, AuthError or HostKeyError."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release the connection; safe to call twice."""
+
+    @abstractmethod
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        """Run argv on the host and wait for it. A non-zero exit is a result, not an error."""
+
+    async def read(self, path: str, *, timeout: float | None = None) -> bytes:
+        """The bytes of a file on the host."""
+        result = await self.run(["cat", "--", path], timeout=timeout)
+        if not result.ok:
+            raise TransportError(f"cannot read {path} on {self.name}: {result.stderr_tail(1)}")
+        return result.stdout
+
+    async def write_atomic(
+        self, path: str, data: bytes, *, python: str, mode: int = 0o644, timeout: float | None = None
+    ) -> None:
+        """Replace ``path`` with ``data`` so that a reader sees the old or the new bytes, never a mix.
+
+        Runs a few lines of the host's own Python (temporary file in the same folder, fsync,
+        rename, fsync of the folder), because neither ``cat >`` nor SFTP alone give that
+        guarantee across an interrupted connection.
+        """
+        result = await self.run(
+            [python, "-I", "-c", _ATOMIC_WRITER, path, oct(mode)], stdin=data, timeout=timeout
+        )
+        if not result.ok:
+            raise TransportError(f"cannot write {path} on {self.name}: {result.stderr_tail(1)}")
+
+
+_ATOMIC_WRITER = """
+import os, sys, tempfile
+path, mode = sys.argv[1], int(sys.argv[2], 8)
+folder = os.path.dirname(os.path.abspath(path))
+fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envdoctor-", suffix=".tmp")
+try:
+    with os.fdopen(fd, "wb") as out:
+        out.write(sys.stdin.buffer.read())
+        out.flush()
+        os.fsync(out.fileno())
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+except BaseException:
+    os.unlink(tmp)
+    raise
+dfd = os.open(folder, os.O_RDONLY)
+try:
+    os.fsync(dfd)
+finally:
+    os.close(dfd)
+"""

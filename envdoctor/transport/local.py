@@ -1,0 +1,98 @@
+"""The local machine as a host: argv run with asyncio subprocesses, no shell in between."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Mapping, Sequence
+
+from envdoctor.errors import CommandTimeout, TransportError
+from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, Transport
+
+
+async def read_bounded(stream: asyncio.StreamReader | None, limit: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
+    """Read a stream to its end, keeping at most ``limit`` bytes. Returns (data, truncated)."""
+    if stream is None:
+        return b"", False
+    chunks: list[bytes] = []
+    kept = 0
+    truncated = False
+    while chunk := await stream.read(1 << 16):
+        if kept < limit:
+            chunk = chunk[: limit - kept]
+            chunks.append(chunk)
+            kept += len(chunk)
+        else:
+            truncated = True
+    return b"".join(chunks), truncated
+
+
+class LocalTransport(Transport):
+    """Runs commands on this machine. The environment is inherited, as a login would."""
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+
+    async def connect(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        full_env = {**os.environ, **env} if env else None
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=full_env,
+                start_new_session=True,  # so a timeout can stop the whole process group
+            )
+        except FileNotFoundError:
+            return CommandResult(tuple(argv), 127, b"", f"{argv[0]}: not found\n".encode())
+        except OSError as exc:
+            raise TransportError(f"cannot run {argv[0]} locally: {exc}") from exc
+
+        async def communicate() -> CommandResult:
+            async def feed() -> None:
+                if proc.stdin is None:
+                    return
+                try:
+                    proc.stdin.write(stdin or b"")
+                    await proc.stdin.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the command did not want all of its input; its exit status says why
+                finally:
+                    proc.stdin.close()
+
+            _, (out, out_cut), (err, err_cut) = await asyncio.gather(
+                feed(), read_bounded(proc.stdout), read_bounded(proc.stderr)
+            )
+            status = await proc.wait()
+            return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
+
+        try:
+            return await asyncio.wait_for(communicate(), timeout)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            _kill_group(proc)
+            await proc.wait()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g}s on {self.name}") from None
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
