@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -16,18 +17,35 @@ from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
 from checks._common import target_env, target_python
 
 
+@functools.lru_cache(maxsize=16384)
+def parse(text: str) -> Requirement:
+    """Requirement strings repeat across hosts and environments; parse each once."""
+    return Requirement(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def parse_version(text: str) -> Version:
+    return Version(text)
+
+
 def applies(req: Requirement, markers: Mapping[str, str]) -> bool:
     """Whether a requirement's marker holds on the host (base requirements only: no extra)."""
     if req.marker is None:
         return True
-    return req.marker.evaluate({**markers, "extra": ""})
+    return _marker_holds(req, tuple(sorted(markers.items())))
+
+
+@functools.lru_cache(maxsize=16384)
+def _marker_holds(req: Requirement, markers: tuple[tuple[str, str], ...]) -> bool:
+    assert req.marker is not None
+    return req.marker.evaluate({**dict(markers), "extra": ""})
 
 
 def satisfied_by(req: Requirement, dist: Distribution) -> bool:
     if not req.specifier:
         return True
     try:
-        return req.specifier.contains(Version(dist.version), prereleases=True)
+        return req.specifier.contains(parse_version(dist.version), prereleases=True)
     except InvalidVersion:
         return True  # a legacy version string cannot be compared; do not guess
 
@@ -38,7 +56,7 @@ def unmet_requirements(
     """Requirements the environment does not satisfy, with what is installed instead."""
     unmet = []
     for text in requirements:
-        req = Requirement(text)
+        req = parse(text)
         if env.markers and not applies(req, env.markers):
             continue
         dist = env.installed.get(canonicalize_name(req.name))
@@ -66,8 +84,8 @@ def required(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
     unmet = unmet_requirements(env, ctx.spec.requires)
     if not unmet:
-        found = [f"{r} ({env.installed[canonicalize_name(Requirement(r).name)].version})"
-                 for r in ctx.spec.requires if canonicalize_name(Requirement(r).name) in env.installed]
+        found = [f"{r} ({env.installed[canonicalize_name(parse(r).name)].version})"
+                 for r in ctx.spec.requires if canonicalize_name(parse(r).name) in env.installed]
         return passed(f"installed: {', '.join(found)}" if found else "nothing required applies to this host")
     parts = [
         f"{req.name} is missing" if dist is None else f"{req.name} {dist.version} does not satisfy {req.specifier}"
@@ -87,7 +105,7 @@ def _broken_dependencies(env: Environment) -> tuple[dict[str, list[str]], dict[s
     for dist in sorted(env.installed.values(), key=lambda d: d.key):
         for text in dist.requires:
             try:
-                req = Requirement(text)
+                req = parse(text)
             except InvalidRequirement:
                 continue  # a malformed Requires-Dist is the package's problem, not the host's
             if not applies(req, env.markers):

@@ -1,0 +1,69 @@
+"""The check graph: order, blocking, skipping, crashes."""
+
+from __future__ import annotations
+
+import pytest
+
+from envdoctor.errors import ConfigError
+from envdoctor.facts import HostFacts
+from envdoctor.graph import Check, CheckGraph
+from envdoctor.inventory import HostSpec
+from envdoctor.probe.program import ProbeOutput
+from envdoctor.results import Status, failed, passed, skipped
+
+
+def make(id: str, result, *requires: str) -> Check:
+    return Check(id, id.title(), lambda ctx: result, tuple(requires))
+
+
+SPEC = HostSpec("h", None)
+FACTS = HostFacts(probe=ProbeOutput())
+
+
+def test_order_is_topological_and_deterministic():
+    """Checks run after what they require; ties are broken by name."""
+    graph = CheckGraph([make("c", passed("x"), "a"), make("b", passed("x")), make("a", passed("x"))])
+    assert graph.order == ["a", "b", "c"]
+
+
+def test_failed_prerequisite_blocks_dependents_transitively():
+    """A failure turns dependents into blocked naming the direct prerequisite."""
+    graph = CheckGraph([make("a", failed("no")), make("b", passed("x"), "a"), make("c", passed("x"), "b")])
+    results = {r.id: r for r in graph.evaluate(SPEC, FACTS)}
+    assert results["b"].status is Status.BLOCKED and results["b"].blocked_by == "a"
+    assert results["c"].status is Status.BLOCKED and results["c"].blocked_by == "b"
+
+
+def test_skipped_prerequisite_skips_dependents():
+    """A skipped prerequisite skips its dependents rather than blocking them."""
+    graph = CheckGraph([make("a", skipped("n/a")), make("b", passed("x"), "a")])
+    results = {r.id: r for r in graph.evaluate(SPEC, FACTS)}
+    assert results["b"].status is Status.SKIPPED
+
+
+def test_a_crashing_check_is_an_error_result():
+    """A check that raises becomes an error result; the others still run."""
+
+    def boom(ctx):
+        raise RuntimeError("bug")
+
+    graph = CheckGraph([Check("a", "A", boom), make("b", passed("x"))])
+    results = {r.id: r for r in graph.evaluate(SPEC, FACTS)}
+    assert results["a"].status is Status.ERROR and "bug" in results["a"].message
+    assert results["b"].status is Status.PASS
+
+
+def test_cycles_unknown_requirements_and_duplicates_are_config_errors():
+    """A malformed graph is refused with a clear error."""
+    with pytest.raises(ConfigError, match="cycle"):
+        CheckGraph([make("a", passed("x"), "b"), make("b", passed("x"), "a")])
+    with pytest.raises(ConfigError, match="which no check defines"):
+        CheckGraph([make("a", passed("x"), "zzz")])
+    with pytest.raises(ConfigError, match="two checks"):
+        CheckGraph([make("a", passed("x")), make("a", passed("x"))])
+
+
+def test_only_selects_prerequisites_too():
+    """--only runs the named check and everything it requires, nothing else."""
+    graph = CheckGraph([make("a", passed("x")), make("b", passed("x"), "a"), make("c", passed("x"))])
+    assert [r.id for r in graph.evaluate(SPEC, FACTS, only=["b"])] == ["a", "b"]

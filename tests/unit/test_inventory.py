@@ -1,0 +1,106 @@
+"""Inventory parsing and HOST resolution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envdoctor.errors import ConfigError
+from envdoctor.inventory import Overrides, load_inventory, parse_destination, resolve_hosts
+from envdoctor.transport.ssh import SSHTarget
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "envdoctor.toml"
+    path.write_text(text)
+    return path
+
+
+def test_groups_expand_and_cli_overrides_apply(tmp_path):
+    """A group expands to its hosts in order; --venv overrides, --require adds."""
+    inv = load_inventory(write(tmp_path, """
+[hosts.ct200]
+ssh = "root@10.0.0.5:2222"
+venv = "/root/venv_a"
+requires = ["tiktoken"]
+[hosts.b300]
+[groups]
+all = ["ct200", "b300", "ct200"]
+"""))
+    specs = resolve_hosts(["all"], inv, Overrides(venv="/root/v2", requires=("transformers",)), ssh_config_files=[])
+    assert [s.name for s in specs] == ["ct200", "b300"]
+    assert specs[0].ssh == SSHTarget("10.0.0.5", "root", 2222)
+    assert specs[0].venv == "/root/v2"
+    assert specs[0].requires == ("tiktoken", "transformers")
+    assert specs[1].ssh == SSHTarget("b300")
+
+
+def test_unknown_host_and_ssh_alias(tmp_path):
+    """A bare name must be an inventory host, a group or an SSH alias; `*` alone does not count."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  User root\nHost gpu-* !gpu-bad\n  Port 22\n")
+    inv = load_inventory(None)
+    assert resolve_hosts(["gpu-01"], inv, ssh_config_files=[str(config)])[0].ssh == SSHTarget("gpu-01")
+    with pytest.raises(ConfigError, match="unknown host 'typo'"):
+        resolve_hosts(["typo"], inv, ssh_config_files=[str(config)])
+    with pytest.raises(ConfigError, match="unknown host 'gpu-bad'"):
+        resolve_hosts(["gpu-bad"], inv, ssh_config_files=[str(config)])
+
+
+def test_no_host_means_local():
+    """Without HOST arguments the local machine is checked."""
+    specs = resolve_hosts([], load_inventory(None))
+    assert specs[0].name == "local" and specs[0].is_local
+
+
+@pytest.mark.parametrize(
+    ("text", "target"),
+    [
+        ("user@host", SSHTarget("host", "user")),
+        ("user@host:2200", SSHTarget("host", "user", 2200)),
+        ("host:22", SSHTarget("host", None, 22)),
+        ("root@[::1]:2222", SSHTarget("::1", "root", 2222)),
+    ],
+)
+def test_destinations(text, target):
+    """user@host[:port] forms parse into a target."""
+    assert parse_destination(text) == target
+
+
+@pytest.mark.parametrize("text", ["user@", "a b", "host:99999", "@host", "host;rm -rf /"])
+def test_bad_destinations_are_refused(text):
+    """Malformed destinations are config errors, never passed to SSH."""
+    with pytest.raises(ConfigError):
+        parse_destination(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[hosts.a]\nvenv = 3\n", "hosts.a.venv must be a str"),
+        ("[hosts.a]\nvnev = '/x'\n", "unknown key 'vnev'"),
+        ("[hosts.a]\nrequires = ['tiktoken>>']\n", "not a valid requirement"),
+        ("[groups]\ng = ['a', 'g']\n[hosts.a]\n", None),
+        ("hosts = 3\n", "hosts must be a table"),
+        ("[stages.gen]\nhost = 'a'\n", "needs a command"),
+    ],
+)
+def test_malformed_inventory(tmp_path, text, message):
+    """Wrong types, typos and bad requirements are config errors that name the key."""
+    path = write(tmp_path, text)
+    if message is None:
+        inv = load_inventory(path)
+        with pytest.raises(ConfigError, match="includes itself"):
+            resolve_hosts(["g"], inv, ssh_config_files=[])
+        return
+    with pytest.raises(ConfigError, match=message):
+        load_inventory(path)
+
+
+def test_inventory_that_is_not_utf8(tmp_path):
+    """A config file that is not UTF-8 is a clear config error."""
+    path = tmp_path / "envdoctor.toml"
+    path.write_bytes(b"[hosts.a]\nvenv = '\xff'\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_inventory(path)

@@ -1,0 +1,56 @@
+"""Quoting, probe output parsing and secret redaction."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from envdoctor.errors import ProbeError, TransportError
+from envdoctor.logsafe import redact, redact_text
+from envdoctor.probe.program import build_program, parse_lines
+from envdoctor.transport.interface import shell_join
+
+
+@pytest.mark.parametrize("arg", ["plain", "with space", "$(touch x)", "a'b", 'a"b', "semi;colon", "new\nline", "", "`id`"])
+def test_shell_join_round_trips_through_a_real_shell(arg):
+    """Every argument reaches the command byte for byte through sh."""
+    out = subprocess.run(["sh", "-c", shell_join(["printf", "%s", arg])], capture_output=True, text=True)
+    assert out.stdout == arg
+
+
+def test_shell_join_refuses_nul():
+    """A NUL byte cannot be passed to a shell and is refused, not truncated."""
+    with pytest.raises(TransportError):
+        shell_join(["a\x00b"])
+
+
+def test_parse_lines_collects_sections_items_and_errors():
+    """Probe lines become sections, streamed items and per-section errors; the end marker is required."""
+    lines = [b'{"section": "a", "item": 1}', b'{"section": "a", "data": {"x": 1}}', b'{"section": "b", "error": "boom"}', b'{"done": true}']
+    out = parse_lines(lines)
+    assert out.sections == {"a": {"x": 1}} and out.items == {"a": [1]} and out.errors == {"b": "boom"}
+    with pytest.raises(ProbeError, match="stopped before"):
+        parse_lines(lines[:-1])
+    with pytest.raises(ProbeError, match="not JSON"):
+        parse_lines([b"Welcome to Ubuntu!", *lines])
+
+
+def test_probe_program_is_stdlib_only():
+    """The program sent to hosts imports nothing outside the standard library."""
+    import ast
+    import sys
+
+    tree = ast.parse(build_program(["host", "venvs"]))
+    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert names and names <= set(sys.stdlib_module_names)
+
+
+def test_redaction_of_secrets():
+    """Secret-named fields, private keys, tokens and URL passwords never reach a log line."""
+    assert redact({"HF_TOKEN": "hf_abc", "path": "/x"}) == {"HF_TOKEN": "***", "path": "/x"}
+    assert "hf_" not in redact_text("using hf_" + "a" * 30)
+    assert "secretpw" not in redact_text("https://user:secretpw@mirror/simple")
+    assert "MIIE" not in redact_text("-----BEGIN OPENSSH PRIVATE KEY-----\nMIIE\n-----END OPENSSH PRIVATE KEY-----")
+    assert redact_text("WANDB_API_KEY=abc123 ok=1") == "WANDB_API_KEY=*** ok=1"
