@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +21,9 @@ from envdoctor.fleet import FleetReport, FleetSettings, run_fleet
 from envdoctor.graph import CheckGraph, RemedySettings, load_checks
 from envdoctor.inventory import HostSpec, Inventory, Overrides, load_inventory, parse_requirement, resolve_hosts
 from envdoctor.logsafe import configure_logging
+from envdoctor.patching import load_patches, user_patches
 from envdoctor.report import FORMATS, render
+from envdoctor.report.scan_report import SCAN_FORMATS
 from envdoctor.transport.ssh import SSHOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,6 +72,12 @@ def output_options(func: F) -> F:
     return func
 
 
+PATCHES_OPTION = click.option(
+    "--patches", "patch_files", multiple=True, type=click.Path(dir_okay=False),
+    help="A Python file with patches of your own (repeatable).",
+)
+
+
 def host_options(func: F) -> F:
     """Options that say which hosts, how to reach them, and what they should have."""
     options = [
@@ -83,6 +92,8 @@ def host_options(func: F) -> F:
                      help="A model directory on the host the job will load (repeatable)."),
         click.option("--trust-remote-code", is_flag=True,
                      help="Consent that the models' own code may run and that loader calls may be patched to pass the flag."),
+        click.option("--scan", "scan", multiple=True, metavar="DIST",
+                     help="Also scan this installed distribution for loader calls without trust_remote_code (repeatable)."),
         click.option("--connect-timeout", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
                      help="Seconds to wait for each host to accept the SSH connection."),
         click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
@@ -93,6 +104,7 @@ def host_options(func: F) -> F:
                      help="Record the key of a host not yet in known_hosts (OpenSSH's accept-new); a changed key is still refused."),
         click.option("--checks", "check_files", multiple=True, type=click.Path(dir_okay=False),
                      help="A Python file with checks of your own (repeatable)."),
+        PATCHES_OPTION,
         click.option("--only", "only", multiple=True, metavar="CHECK",
                      help="Run only this check and those it requires (repeatable)."),
     ]
@@ -121,12 +133,19 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
         requires=tuple(parse_requirement(r, where="--require") for r in opts["requires"]),
         models=tuple(opts["models"]),
         trust_remote_code=opts["trust_remote_code"],
+        scan=tuple(opts.get("scan", ())),
     )
     ssh_config = (opts["ssh_config"],) if opts["ssh_config"] else ()
     if ssh_config and not Path(ssh_config[0]).is_file():
         raise UsageError(f"SSH config {ssh_config[0]} does not exist")
     specs = resolve_hosts(hosts, inventory, overrides, ssh_config_files=ssh_config)
     graph = load_checks(Path(p) for p in opts["check_files"])
+    patch_files = tuple(opts.get("patch_files", ()))
+    if patch_files:
+        from checks.patches import patch_checks  # content builds the checks of the user's patches
+
+        specs = [replace(spec, patches=patch_files) for spec in specs]
+        graph = CheckGraph([*graph.checks.values(), *patch_checks(user_patches(patch_files))])
     only = tuple(opts["only"]) or None
     if only:
         graph.closure(only)  # unknown names are a usage error now, not a surprise per host
@@ -140,10 +159,25 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     return Selection(specs, inventory, settings, graph)
 
 
+def write_report_atomically(path: Path, text: str) -> None:
+    """A CI job or a prolog reads --output after we exit: Ctrl-C or a kill while writing must
+    leave the previous report or the new one, never half of it."""
+    if path.exists() and not path.is_file():  # /dev/stdout, a FIFO: write through, never replace
+        path.write_text(text, encoding="utf-8")
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def emit(text: str, output: str | None, summary: str = "") -> None:
     if output:
         try:
-            Path(output).write_text(text, encoding="utf-8")
+            write_report_atomically(Path(output), text)
         except OSError as exc:
             raise UsageError(f"cannot write {output}: {exc.strerror}") from None
         click.echo(f"envdoctor: report written to {output}" + (f" ({summary})" if summary else ""), err=True)
@@ -259,6 +293,237 @@ def list_checks(check_files: tuple[str, ...]) -> None:
         needs = f"  (after {', '.join(item.requires)})" if item.requires else ""
         click.echo(f"{check_id:<{width}}  {item.title}{needs}")
 
+
+@cli.command("scan")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--format", "-f", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True,
+              help="Report format: text for people, json for programs, sarif for code-scanning tools.")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, writable=True),
+              help="Write the report to FILE instead of standard output.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes that parse files.")
+@handle_errors
+def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> None:
+    """Find model-loading calls without trust_remote_code in Python source.
+
+    PATH is a file or a folder (a site-packages folder, a package, a repository).
+    Exit status 1 when a call is missing the flag or passes False.
+
+    \b
+    Examples:
+      envdoctor scan /root/venv/lib/python3.11/site-packages/speculators
+      envdoctor scan . --format sarif --output trust-remote-code.sarif
+    """
+    from envdoctor.report.scan_report import render as render_scan
+    from envdoctor.scan import TrustRemoteCodeScanner
+
+    for path in paths:
+        if not Path(path).exists():
+            raise UsageError(f"{path} does not exist", hint="give a Python file or a folder to scan")
+    scanner = TrustRemoteCodeScanner(jobs=jobs)
+    scans = [(Path(p), scanner.scan([p])) for p in paths]
+    gaps = sum(len(r.gaps) for _, r in scans)
+    emit(render_scan(scans, fmt), output, f"{gaps} call(s) without trust_remote_code" if gaps else "no gaps")
+    sys.exit(EXIT_PROBLEMS if gaps else EXIT_OK)
+
+
+@cli.group("patches")
+def patches_group() -> None:
+    """The patches envdoctor can apply (shipped in patches/, or your own with --patches)."""
+
+
+@patches_group.command("list")
+@PATCHES_OPTION
+@handle_errors
+def list_patches(patch_files: tuple[str, ...]) -> None:
+    """List the patches: id, distribution and versions, summary."""
+    patches = load_patches(patch_files).patches
+    width = max((len(p.id) for p in patches), default=10)
+    for patch in patches:
+        click.echo(f"{patch.id:<{width}}  {patch.distribution}{patch.versions}  {patch.summary}")
+
+
+@patches_group.command("show")
+@click.argument("patch_id", metavar="ID")
+@PATCHES_OPTION
+@handle_errors
+def show_patch(patch_id: str, patch_files: tuple[str, ...]) -> None:
+    """Show what patch ID changes, where, for which versions, and why."""
+    patch = load_patches(patch_files).get(patch_id)
+    rows = [
+        ("id", patch.id), ("summary", patch.summary), ("why", patch.why),
+        ("distribution", patch.distribution), ("versions", patch.versions),
+        ("files", ", ".join(patch.files)), ("fixed_in", patch.fixed_in or "unknown"),
+        ("consent", "needs --trust-remote-code" if patch.needs_consent else "not needed"),
+    ]
+    for name, value in rows:
+        click.echo(f"{name + ':':<14}{value}")
+
+
+@cli.command()
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
+@click.argument("patch_id", metavar="PATCH")
+@host_options
+@output_options
+@handle_errors
+def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, **opts: Any) -> None:
+    """Restore the original files of PATCH on HOST from envdoctor's backups.
+
+    Only a file that is still exactly what envdoctor wrote is restored; the revert is
+    recorded in the environment's ledger.
+
+    \b
+    Example:
+      envdoctor revert ct200 speculators-tokenizer-trust-remote-code --venv /root/venv_sglang211
+    """
+    from envdoctor.report.revert_report import render_revert
+    from envdoctor.revert import revert_on_host
+
+    load_patches(opts.get("patch_files", ()))  # a typo in --patches is a usage error, not a host's
+    selection = select_hosts(hosts, **opts)
+
+    async def run_all() -> list[Any]:
+        return list(await asyncio.gather(
+            *(revert_on_host(spec, selection.settings, patch_id) for spec in selection.specs)
+        ))
+
+    results = asyncio.run(run_all())
+    bad = sum(1 for r in results if not r.ok)
+    emit(render_revert(results, fmt), output, f"{bad} host(s) not reverted" if bad else "reverted")
+    sys.exit(EXIT_PROBLEMS if bad else EXIT_OK)
+
+
+@cli.command()
+@click.argument("hosts", nargs=-1, metavar="[HOST]...")
+@host_options
+@click.option("--full", is_flag=True, help="Hash every file again; ignore the stat cache kept on the host.")
+@output_options
+@handle_errors
+def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **opts: Any) -> None:
+    """Verify every installed file of the venv against its distribution's RECORD.
+
+    Tells apart envdoctor's recorded patches (patched), foreign changes (modified),
+    missing files, patches a reinstall took away (reverted) and code that no RECORD
+    lists (extra). Without --venv, audits the default interpreter's site-packages.
+    Exit status 1 when anything other than `patched` is found.
+
+    \b
+    Examples:
+      envdoctor audit ct200 --venv /root/venv_sglang211
+      envdoctor audit gpu-fleet --format json --output audit.json
+    """
+    from envdoctor.audit import RecordAuditor, run_audit
+    from envdoctor.report.audit_report import render as render_audit
+
+    selection = select_hosts(hosts, **opts)
+    with ProgressLine(len(selection.specs)) as progress:
+        report = asyncio.run(run_audit(selection.specs, selection.settings, RecordAuditor(full=full), progress))
+    color = fmt == "text" and output is None and sys.stdout.isatty()
+    bad = sum(1 for h in report.hosts if not h.ok)
+    emit(render_audit(report, fmt, color=color), output, f"{bad} host(s) with differences" if bad else "all OK")
+    sys.exit(report.exit_status)
+
+
+def _draft_layers_option(func: F) -> F:
+    return click.option("--draft-layers", type=click.IntRange(min=1), default=5, show_default=True,
+                        help="Layers of the DFlash drafter; sets dflash.target_layer_ids.")(func)
+
+
+def _one_host(selection: Selection, host: str) -> HostSpec:
+    if len(selection.specs) != 1:
+        raise UsageError(f"{host!r} names {len(selection.specs)} hosts; this command takes one")
+    return selection.specs[0]
+
+
+@cli.command("facts")
+@click.argument("host", metavar="HOST")
+@host_options
+@_draft_layers_option
+@output_options
+@handle_errors
+def facts_command(host: str, draft_layers: int, fmt: str, output: str | None, **opts: Any) -> None:
+    """Print what the next stage needs to know about a model on HOST, as JSON with -f json:
+    the venv's absolute interpreter, tokenizer ids, architecture, DFlash and EAGLE-3 settings.
+
+    Without --trust-remote-code the ids come from the tokenizer's files; with it, from
+    loading the tokenizer in the venv (offline, stdin closed, with a timeout).
+
+    \b
+    Examples:
+      envdoctor facts ct200 --venv /root/venv_sglang211 --model /root/models/Kimi-K2.6 -f json
+      envdoctor facts ct200 --model /root/models/Kimi-K2.6 --draft-layers 6 --trust-remote-code
+    """
+    from envdoctor.report.facts_report import render_facts
+    from envdoctor.stages import collect_facts_document
+
+    selection = select_hosts([host], **opts)
+    spec = _one_host(selection, host)
+    model = opts["models"][-1] if opts["models"] else None
+    if model is None and len(spec.models) != 1:
+        raise UsageError("facts needs one model directory", hint="pass --model DIR")
+    doc = asyncio.run(collect_facts_document(spec, selection.settings, model, draft_layers))
+    emit(render_facts(doc, fmt), output, "; ".join(doc["problems"]))
+    sys.exit(EXIT_PROBLEMS if doc["problems"] else EXIT_OK)
+
+
+def _write_through(stream: Any) -> Callable[[bytes], None]:
+    def write(chunk: bytes) -> None:
+        stream.buffer.write(chunk)
+        stream.buffer.flush()
+
+    return write
+
+
+@cli.command("run")
+@click.argument("host", metavar="HOST")
+@click.argument("stage_name", metavar="STAGE")
+@host_options
+@_draft_layers_option
+@click.option("--detach", is_flag=True, help="Start the command under nohup with a log file; print its pid and log path.")
+@output_options
+@handle_errors
+def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt: str, output: str | None,
+                **opts: Any) -> None:
+    """Run STAGE from envdoctor.toml on HOST once the checks it requires pass.
+
+    The command runs with the venv's absolute interpreter ({python}) over the same SSH
+    connection; its output streams here and its exit status is envdoctor's. Placeholders:
+    {python} {venv} {model} and the facts of `envdoctor facts` ({mask_token_id},
+    {dflash_target_layer_ids}, {eagle3_target_layer_ids}, {vocab_size}, ...).
+    """
+    import json
+
+    from envdoctor.fleet import HostReport
+    from envdoctor.stages import command_placeholders, run_stage_on_host
+
+    selection = select_hosts([host], **opts)
+    stage = selection.inventory.stages.get(stage_name)
+    if stage is None:
+        known = ", ".join(sorted(selection.inventory.stages)) or "none"
+        raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
+    spec = _one_host(selection, host)
+    if stage.host and stage.host != host:
+        raise UsageError(f"stage {stage_name!r} runs on {stage.host!r}, not {host!r}")
+    selection.graph.closure(stage.requires)  # an unknown check id is the config's fault: exit 2
+    command_placeholders(stage.command)
+    model = opts["models"][-1] if opts["models"] else None
+    outcome = asyncio.run(run_stage_on_host(
+        spec, stage, selection.graph, selection.settings, model=model, draft_layers=draft_layers, detach=detach,
+        on_stdout=_write_through(sys.stdout), on_stderr=_write_through(sys.stderr),
+    ))
+    if outcome.refused:
+        report = FleetReport("run", [HostReport(spec, outcome.results)])
+        emit(render(report, fmt), output)
+        failing = ", ".join(r.id for r in outcome.refused)
+        click.echo(f"envdoctor: not running stage {stage_name!r} on {host}: failing checks: {failing}", err=True)
+        sys.exit(EXIT_PROBLEMS)
+    if detach:
+        if fmt == "json":
+            emit(json.dumps({"pid": outcome.pid, "log": outcome.log_path, "command": outcome.command}) + "\n", output)
+        else:
+            emit(f"pid {outcome.pid}\nlog {outcome.log_path}\n", output)
+        sys.exit(EXIT_OK)
+    sys.exit(outcome.exit_status if outcome.exit_status is not None else EXIT_PROBLEMS)
 
 def main() -> None:
     cli(prog_name="envdoctor")

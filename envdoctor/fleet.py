@@ -18,6 +18,7 @@ from envdoctor.facts import HostFacts, Problem
 from envdoctor.gather import gather_facts, problem_from_error
 from envdoctor.graph import CheckGraph, RemedySettings
 from envdoctor.inventory import HostSpec
+from envdoctor.patching import apply_patch_remedy
 from envdoctor.results import CheckResult, Remedy, Status
 from envdoctor.transport.interface import Transport
 from envdoctor.transport.local import LocalTransport
@@ -51,6 +52,8 @@ class Action:
     command: str
     exit_status: int | None
     output: str = ""
+    #: For patches: the unified diff of what was (or, with --dry-run, would be) changed.
+    diff: str = ""
 
     @property
     def ok(self) -> bool:
@@ -64,6 +67,7 @@ class Action:
             "exit_status": self.exit_status,
             "output": self.output,
             "dry_run": self.exit_status is None,
+            **({"diff": self.diff} if self.diff else {}),
         }
 
 
@@ -105,8 +109,16 @@ async def run_command_remedy(
     return Action(check_id, remedy.summary, remedy.display, result.exit_status, output[-OUTPUT_TAIL_CHARS:])
 
 
+async def run_patch_remedy(
+    transport: Transport, spec: HostSpec, check_id: str, remedy: Remedy, dry_run: bool
+) -> Action:
+    log.info("patch_start", host=spec.name, check=check_id, dry_run=dry_run)
+    outcome = await apply_patch_remedy(transport, remedy, dry_run=dry_run)
+    return Action(check_id, remedy.summary, remedy.display, outcome.exit_status, outcome.output, outcome.diff)
+
+
 #: How each kind of remedy is applied; modules that add a kind (patches) add a row.
-REMEDY_RUNNERS: dict[str, RemedyRunner] = {"command": run_command_remedy}
+REMEDY_RUNNERS: dict[str, RemedyRunner] = {"command": run_command_remedy, "patch": run_patch_remedy}
 
 
 def open_transport(spec: HostSpec, settings: FleetSettings) -> Transport:

@@ -25,7 +25,9 @@ from envdoctor.errors import (
 )
 from envdoctor.facts import HostFacts, Problem
 from envdoctor.inventory import HostSpec
+from envdoctor.patching import files_request, load_patches
 from envdoctor.probe.program import register_section, run_probe
+from envdoctor.scan import sources_request
 from envdoctor.transport.interface import Transport
 
 log = structlog.get_logger(__name__)
@@ -47,9 +49,32 @@ def _venvs_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"configured": [spec.venv] if spec.venv else [], "discover": True}
 
 
+def _models_args(spec: HostSpec) -> Mapping[str, Any]:
+    # The live tokenizer load runs only with consent, and in the venv's own interpreter.
+    python = os.path.join(spec.venv, "bin", "python") if spec.venv else None
+    return {"models": list(spec.models), "trust_remote_code": spec.trust_remote_code, "python": python}
+
+
+def _patch_files_args(spec: HostSpec) -> Mapping[str, Any]:
+    return files_request(spec.venv, load_patches(spec.patches).patches)
+
+
+def _patch_ledger_args(spec: HostSpec) -> Mapping[str, Any]:
+    # For checks/audit.py: the ledger and the hashes of the files it names, not a full audit.
+    return {"prefix": spec.venv or ""}
+
+
+def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
+    return sources_request(spec.venv, spec.scan)
+
+
 PROBE_SECTIONS: dict[str, ProbeSection] = {
     "host": ProbeSection("host", _host_args),
     "venvs": ProbeSection("venvs", _venvs_args),
+    "sources": ProbeSection("sources", _sources_args),
+    "models": ProbeSection("models", _models_args),
+    "patch_files": ProbeSection("patch_files", _patch_files_args),
+    "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

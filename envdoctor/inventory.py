@@ -50,6 +50,8 @@ class HostSpec:
     trust_remote_code: bool = False
     #: Extra distributions whose code ``check`` scans for trust_remote_code gaps.
     scan: tuple[str, ...] = ()
+    #: The user's own patch files (``--patches FILE``), beside those in ``patches/``.
+    patches: tuple[str, ...] = ()
 
     @property
     def is_local(self) -> bool:
@@ -84,6 +86,8 @@ class Overrides:
     requires: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     trust_remote_code: bool = False
+    #: ``--scan DIST``: distributions to scan for trust_remote_code gaps besides the default ones.
+    scan: tuple[str, ...] = ()
 
 
 def parse_requirement(text: str, *, where: str) -> str:
@@ -285,6 +289,7 @@ def _apply(spec: HostSpec, overrides: Overrides) -> HostSpec:
         requires=_unique(spec.requires + overrides.requires),
         models=_unique(spec.models + overrides.models),
         trust_remote_code=spec.trust_remote_code or overrides.trust_remote_code,
+        scan=_unique(spec.scan + overrides.scan),
     )
 
 

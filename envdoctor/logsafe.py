@@ -35,6 +35,13 @@ def redact_text(text: str) -> str:
     )
 
 
+def redact_secret_values(text: str) -> str:
+    """Only the values that are secrets whatever their name (key material, tokens, URL
+    passwords): safe on a whole rendered report, where names like ``mask_token_id`` are
+    facts, not secrets."""
+    return SECRET_VALUE.sub(REDACTED, text)
+
+
 def redact(value: Any, name: str = "") -> Any:
     if name and SECRET_NAME.search(name):
         return REDACTED
@@ -70,7 +77,20 @@ def configure_logging(verbosity: int) -> None:
     )
     # asyncssh logs through the standard library; keep it quiet unless asked.
     logging.basicConfig(level=logging.WARNING if verbosity < 2 else logging.DEBUG, stream=sys.stderr)
+    # asyncssh's own debug lines quote whole command lines (an index URL's password too).
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     logging.getLogger("asyncssh").setLevel(logging.WARNING if verbosity < 2 else logging.INFO)
+
+
+class RedactingFilter(logging.Filter):
+    """Scrubs standard-library log records (asyncssh's) the way redact_event scrubs ours."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact_text(record.getMessage())
+        record.args = ()
+        return True
 
 
 def _drop_exc_info(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

@@ -21,6 +21,8 @@ from envdoctor.transport.interface import Transport
 #: Probe modules, in the order they are concatenated; core must come first.
 CORE_MODULE = "core"
 SECTION_MODULES: dict[str, str] = {"host": "host", "venvs": "venvs"}
+#: Helper modules a section module uses, sent before it (a large section can be split).
+MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash")}
 
 _WRAPPER = r"""
 ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)
@@ -71,8 +73,9 @@ def build_program(sections: Iterable[str]) -> str:
             module = SECTION_MODULES[name]
         except KeyError:
             raise ProbeError(f"no probe section named {name!r}") from None
-        if module not in modules:
-            modules.append(module)
+        for needed in (*MODULE_NEEDS.get(module, ()), module):
+            if needed not in modules:
+                modules.append(needed)
     return "".join(_module_source(m) for m in modules)
 
 
@@ -103,6 +106,8 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
             record = json.loads(raw)
         except ValueError as exc:
             raise ProbeError(f"probe printed something that is not JSON: {raw[:120]!r}") from exc
+        if not isinstance(record, dict):  # e.g. a sitecustomize on the host printing "42"
+            raise ProbeError(f"probe printed something that is not a probe record: {raw[:120]!r}")
         if record.get("done"):
             done = True
             continue

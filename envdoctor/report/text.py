@@ -47,6 +47,11 @@ def _result_lines(result: CheckResult, id_width: int) -> list[Text]:
     return lines
 
 
+def _diff_lines(diff: str) -> list[Text]:
+    styles = {"+": "green", "-": "red", "@": "cyan"}
+    return [Text(f"      {line}", style=styles.get(line[:1], "dim")) for line in diff.splitlines()]
+
+
 def _host_block(host: HostReport) -> list[Text]:
     spec = host.spec
     head = Text()
@@ -67,6 +72,7 @@ def _host_block(host: HostReport) -> list[Text]:
             for action in host.actions:
                 if action.exit_status is None:
                     lines.append(Text("    would run: ", style="yellow").append(action.command, style="cyan"))
+                    lines.extend(_diff_lines(action.diff))
                 else:
                     mark, style = ("✓", "green") if action.ok else ("✗", "red")
                     entry = Text("    ").append(mark, style=style).append(f" {action.command}", style="cyan")

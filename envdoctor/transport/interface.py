@@ -6,12 +6,16 @@ login shell (SSH), its arguments are quoted here, in :func:`shell_join`, and now
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from envdoctor.errors import TransportError
+
+#: Receives a command's output chunk by chunk, as :meth:`Transport.stream` reads it.
+OutputSink = Callable[[bytes], None]
 
 #: How much of a command's output we keep; the rest is dropped with a marker. A host that
 #: prints gigabytes must not take the controller's memory with it.
@@ -81,6 +85,26 @@ class Transport(ABC):
     ) -> CommandResult:
         """Run argv on the host and wait for it. A non-zero exit is a result, not an error."""
 
+    async def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        on_stdout: OutputSink,
+        on_stderr: OutputSink,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Run argv, handing its output to the sinks as it comes; returns its exit status.
+
+        stdin stays open, with no data, until the command ends, so that a command can tell by
+        EOF that the client went away (Ctrl-C, a dropped connection) and stop what it started.
+        This fallback delivers the output at the end, for transports that cannot stream;
+        local and ssh override it."""
+        result = await self.run(argv, env=env, timeout=timeout)
+        on_stdout(result.stdout)
+        on_stderr(result.stderr)
+        return result.exit_status
+
     async def read(self, path: str, *, timeout: float | None = None) -> bytes:
         """The bytes of a file on the host."""
         result = await self.run(["cat", "--", path], timeout=timeout)
@@ -97,21 +121,30 @@ class Transport(ABC):
         rename, fsync of the folder), because neither ``cat >`` nor SFTP alone give that
         guarantee across an interrupted connection.
         """
+        # The length and hash travel in argv: a connection cut mid-transfer gives the host's
+        # writer an early EOF, and without them it would install the truncated bytes.
+        digest = hashlib.sha256(data).hexdigest()
         result = await self.run(
-            [python, "-I", "-c", _ATOMIC_WRITER, path, oct(mode)], stdin=data, timeout=timeout
+            [python, "-I", "-c", _ATOMIC_WRITER, path, oct(mode), str(len(data)), digest],
+            stdin=data,
+            timeout=timeout,
         )
         if not result.ok:
             raise TransportError(f"cannot write {path} on {self.name}: {result.stderr_tail(1)}")
 
 
 _ATOMIC_WRITER = """
-import os, sys, tempfile
+import hashlib, os, sys, tempfile
 path, mode = sys.argv[1], int(sys.argv[2], 8)
+size, digest = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 4 else (None, None)
+data = sys.stdin.buffer.read()
+if size is not None and (len(data) != size or hashlib.sha256(data).hexdigest() != digest):
+    sys.exit("received %d of %d bytes (connection cut?); %s left unchanged" % (len(data), size, path))
 folder = os.path.dirname(os.path.abspath(path))
 fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envdoctor-", suffix=".tmp")
 try:
     with os.fdopen(fd, "wb") as out:
-        out.write(sys.stdin.buffer.read())
+        out.write(data)
         out.flush()
         os.fsync(out.fileno())
     os.chmod(tmp, mode)

@@ -8,7 +8,7 @@ import signal
 from collections.abc import Mapping, Sequence
 
 from envdoctor.errors import CommandTimeout, TransportError
-from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, Transport
+from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport
 
 
 async def read_bounded(stream: asyncio.StreamReader | None, limit: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
@@ -89,6 +89,56 @@ class LocalTransport(Transport):
             if isinstance(exc, asyncio.CancelledError):
                 raise
             raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g}s on {self.name}") from None
+
+    async def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        on_stdout: OutputSink,
+        on_stderr: OutputSink,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        full_env = {**os.environ, **env} if env else None
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=full_env, start_new_session=True,
+            )
+        except FileNotFoundError:
+            on_stderr(f"{argv[0]}: not found\n".encode())
+            return 127
+        except OSError as exc:
+            raise TransportError(f"cannot run {argv[0]} locally: {exc}") from exc
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(pump(proc.stdout, on_stdout), pump(proc.stderr, on_stderr))
+                return await proc.wait()
+        except BaseException as exc:  # timeout, Ctrl-C: the command must not outlive us
+            # EOF on stdin first: a supervisor (see envdoctor.stages) stops its own process group.
+            if proc.stdin is not None:
+                proc.stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), STREAM_GRACE_SECONDS)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
+            _kill_group(proc)
+            await proc.wait()
+            if isinstance(exc, TimeoutError):
+                raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g}s on {self.name}") from None
+            raise
+
+
+#: How long a streamed command may take to stop after its stdin closed, before SIGKILL.
+STREAM_GRACE_SECONDS = 5.0
+
+
+async def pump(stream: asyncio.StreamReader | None, sink: OutputSink) -> None:
+    """Hand a stream's chunks to ``sink`` as they arrive, until its end."""
+    if stream is None:
+        return
+    while chunk := await stream.read(1 << 16):
+        sink(chunk)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -1,0 +1,156 @@
+"""Benchmark for `envdoctor audit` (issue 4): full audit vs OpenSSL, and the re-audit.
+
+A venv with torch==2.13.0 (CPU wheel from the local disk), transformers and tiktoken,
+built once in /tmp/envdoctor-bench/venv-audit and reused. In one run, with a warm page
+cache for everyone (each command runs once untimed first), it measures:
+
+- `openssl dgst -sha256` over exactly the files the audit hashes (those RECORD lists with
+  a digest): one process (xargs), and one per core (xargs -P);
+- `audit --full` (every file hashed, cache ignored) and the re-audit of the unchanged venv
+  (the stat cache), through RecordAuditor on the local transport and over a loopback sshd
+  (tests/sshd.py), end to end: probe sent, run, output parsed;
+- the same through the CLI (`envdoctor audit`), which adds Python start-up and imports.
+
+Each figure is the best of --repeat runs, taken in turns so that a noisy neighbour hits all
+of them alike. Usage: python bench/audit_bench.py [--repeat 3] [--venv DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from envdoctor.audit import RecordAuditor  # noqa: E402  # after the sys.path line above
+from envdoctor.fleet import FleetSettings, open_transport  # noqa: E402
+from envdoctor.inventory import Inventory, Overrides, resolve_hosts  # noqa: E402
+from envdoctor.probe import audit as probe  # noqa: E402
+from envdoctor.transport.ssh import SSHOptions  # noqa: E402
+from tests.sshd import start_sshd  # noqa: E402
+
+DEFAULT_VENV = Path("/tmp/envdoctor-bench/venv-audit")
+PACKAGES = ["torch==2.13.0", "transformers", "tiktoken"]
+
+
+def ensure_venv(path: Path) -> None:
+    if (path / "bin" / "python").exists():
+        return
+    print(f"building {path} with {' '.join(PACKAGES)} (once) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    subprocess.run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", *PACKAGES], check=True)
+
+
+def hashed_files(venv: Path) -> list[str]:
+    """The files the audit hashes: every RECORD row with a digest, as the probe resolves it."""
+    files: set[str] = set()
+    for site in probe.find_sites(str(venv), False, None):
+        for dist in probe.site_distributions(site):
+            if dist["record"] == "ok" and not dist["rows"]:
+                probe.load_record(dist)
+            files.update(probe.site_path(dist["site"], r[0]) for r in dist["rows"] if r[1] is not None)
+    return sorted(f for f in files if os.path.isfile(f))
+
+
+def timed(func) -> float:
+    start = time.perf_counter()
+    func()
+    return time.perf_counter() - start
+
+
+def openssl(list_file: Path, parallel: int) -> None:
+    argv = ["xargs", "-0", *(["-P", str(parallel), "-n", "512"] if parallel > 1 else []), "openssl", "dgst", "-sha256"]
+    with open(list_file, "rb") as stdin:
+        subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, check=True)
+
+
+def audit_once(spec, settings, full: bool) -> dict:
+    async def run() -> dict:
+        async with open_transport(spec, settings) as transport:
+            result = await RecordAuditor(full=full).audit(transport, spec)
+        assert result.ok, [f.to_json() for f in result.files[:5]]
+        return dict(result.stats)
+
+    return asyncio.run(run())
+
+
+def cli_once(venv: Path, host: str, ssh_config: Path | None, full: bool) -> None:
+    argv = [sys.executable, "-m", "envdoctor", "audit", host, "--venv", str(venv), "--format", "json"]
+    if ssh_config:
+        argv += ["--ssh-config", str(ssh_config)]
+    if full:
+        argv.append("--full")
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV)
+    options = parser.parse_args()
+    venv = options.venv.resolve()
+    ensure_venv(venv)
+    cores = len(os.sched_getaffinity(0))
+
+    files = hashed_files(venv)
+    total = sum(os.path.getsize(f) for f in files)
+    work = Path(tempfile.mkdtemp(prefix="envdoctor-audit-bench-"))
+    list_file = work / "files.nul"
+    list_file.write_bytes(b"\0".join(os.fsencode(f) for f in files) + b"\0")
+    server = start_sshd(work / "sshd", ["benchhost"])
+    try:
+        local = resolve_hosts(["local"], Inventory(), Overrides(venv=str(venv)))[0]
+        remote = resolve_hosts(["benchhost"], Inventory(), Overrides(venv=str(venv)),
+                               ssh_config_files=[str(server.ssh_config)])[0]
+        settings = FleetSettings(ssh=SSHOptions(config_files=(str(server.ssh_config),)), timeout=3600)
+
+        cases = {
+            "openssl dgst -sha256 (1 process)": lambda: openssl(list_file, 1),
+            f"openssl dgst -sha256 ({cores} processes)": lambda: openssl(list_file, cores),
+            "audit --full, local": lambda: audit_once(local, settings, True),
+            "re-audit, local": lambda: audit_once(local, settings, False),
+            "audit --full, ssh": lambda: audit_once(remote, settings, True),
+            "re-audit, ssh": lambda: audit_once(remote, settings, False),
+            "CLI audit --full, ssh": lambda: cli_once(venv, "benchhost", server.ssh_config, True),
+            "CLI re-audit, ssh": lambda: cli_once(venv, "benchhost", server.ssh_config, False),
+        }
+        stats = audit_once(local, settings, True)  # warm-up: page cache and a settled stat cache
+        for func in cases.values():
+            func()
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(options.repeat):
+            for name, func in cases.items():
+                times[name].append(timed(func))
+        probe_stats = {"full": audit_once(local, settings, True), "re": audit_once(local, settings, False)}
+    finally:
+        server.stop()
+
+    best = {name: min(values) for name, values in times.items()}
+    floor = best["openssl dgst -sha256 (1 process)"]
+    floor_parallel = best[f"openssl dgst -sha256 ({cores} processes)"]
+    print()
+    print(f"venv {venv}: {stats['files']} files with a RECORD digest ({len(files)} on the list for openssl), "
+          f"{total / 1e6:.0f} MB; {stats['unhashed']} RECORD rows without digest; "
+          f"{stats['pyc_checked']} .pyc headers checked; {cores} cores; best of {options.repeat}")
+    print(f"{'case':<40} {'best s':>8} {'median s':>9} {'x openssl-1':>12} {'x openssl-' + str(cores):>12}")
+    for name, values in times.items():
+        print(f"{name:<40} {best[name]:>8.3f} {statistics.median(values):>9.3f} "
+              f"{best[name] / floor:>12.2f} {best[name] / floor_parallel:>12.2f}")
+    for where in ("local", "ssh"):
+        share = best[f"re-audit, {where}"] / best[f"audit --full, {where}"]
+        print(f"re-audit / full audit, {where}: {share:.0%}")
+    print(f"probe phases, full: {probe_stats['full']['phases']}")
+    print(f"probe phases, re-audit: {probe_stats['re']['phases']}")
+    print(f"targets: full audit <= 1.5x openssl; re-audit < 20% of full")
+
+
+if __name__ == "__main__":
+    main()

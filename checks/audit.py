@@ -1,0 +1,48 @@
+"""Are envdoctor's recorded patches still in their files? (A reinstall silently drops them.)"""
+
+from __future__ import annotations
+
+from envdoctor.audit import FileState, patch_statuses
+from envdoctor.graph import CheckContext, check
+from envdoctor.results import CheckResult, errored, failed, passed, warned
+
+
+@check(
+    "audit.patches",
+    title="envdoctor's recorded patches are still in their files",
+    requires=["python.venv"],
+    why="a job that relies on a patched library fails the old way once a reinstall removed the patch",
+)
+def recorded_patches(ctx: CheckContext) -> CheckResult:
+    error = ctx.facts.probe.errors.get("patch-ledger")
+    if error:
+        return errored(f"the patch ledger could not be read: {error.strip().splitlines()[-1]}")
+    ledger = ctx.facts.section("patch-ledger")
+    if not ledger or not ledger.get("exists"):
+        return passed("no patch ledger: envdoctor has not patched this environment")
+    statuses, notes = patch_statuses(ledger)
+    by_state: dict[FileState, list[str]] = {}
+    for status in statuses:
+        by_state.setdefault(status.state, []).append(f"{', '.join(status.patches)} on {status.file}")
+    details = {"files": {s.file: {"state": str(s.state), "patches": list(s.patches)} for s in statuses}}
+    if notes:
+        details["unfinished"] = notes
+    reverted = by_state.get(FileState.REVERTED, [])
+    if reverted:
+        # No remedy of its own: each patch's own check (patch.<id>) sees it pending again and
+        # `fix` re-applies it from there, with the diff and the ledger record.
+        return failed(
+            f"{len(reverted)} recorded patch(es) no longer in their files (pending again; `envdoctor fix` "
+            f"re-applies them): {'; '.join(reverted)}",
+            **details,
+        )
+    changed = by_state.get(FileState.MODIFIED, []) + by_state.get(FileState.MISSING, [])
+    if changed:
+        return warned(
+            f"patched file(s) changed or removed since envdoctor patched them: {'; '.join(changed)}; "
+            "`envdoctor audit` shows the details",
+            **details,
+        )
+    if notes:
+        return warned("; ".join(notes), **details)
+    return passed(f"{len(statuses)} patched file(s) as recorded", **details)

@@ -1,0 +1,150 @@
+"""One check per patch: is it pending, applied, not applicable, or in conflict on this host?"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from envdoctor.facts import Environment
+from envdoctor.graph import Check, CheckContext, CheckFunc, check
+from envdoctor.patching import (
+    APPLIED,
+    CONFLICT,
+    NOT_APPLICABLE,
+    PENDING,
+    Patch,
+    PatchFiles,
+    FileChange,
+    PatchPlan,
+    TransformMismatch,
+    changes_remedy,
+    load_patches,
+    patch_remedy,
+    plan_patch,
+    sha256_hex,
+    shipped_patches,
+    transform_source,
+    unified_diff,
+)
+from envdoctor.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
+
+from checks._common import target_env
+from patches import trust_remote_code
+
+CONSENT_HINT = "pass --trust-remote-code (or trust_remote_code = true in envdoctor.toml) to let fix apply it"
+
+
+def reinstall_remedy(plan: PatchPlan, env: Environment) -> Remedy:
+    """A file the patch does not recognise: put the distribution's own files back, by hand."""
+    requirement = f"{plan.patch.distribution}=={plan.version}" if plan.version else plan.patch.distribution
+    return Remedy(
+        summary=f"look at the local changes, then reinstall {requirement} so the patch can apply",
+        argv=(env.python, "-m", "pip", "install", "--force-reinstall", "--no-deps", requirement),
+        automatic=False,
+    )
+
+
+def result_for(plan: PatchPlan, env: Environment, *, consent: bool) -> CheckResult:
+    details = {"state": plan.state, "patch": plan.patch.id, "files": list(plan.patch.files)}
+    if plan.version:
+        details["version"] = plan.version
+    if plan.patch.fixed_in:
+        details["fixed_in"] = plan.patch.fixed_in
+    if plan.state == APPLIED:
+        return passed(f"applied: {plan.message}", **details)
+    if plan.state == NOT_APPLICABLE:
+        if not plan.version:
+            return skipped(plan.message, **details)
+        return passed(f"not needed: {plan.message}", **details)
+    if plan.state == CONFLICT:
+        return failed(f"conflict: {plan.message}", remedy=reinstall_remedy(plan, env), **details)
+    assert plan.state == PENDING
+    remedy = patch_remedy(plan, env, consent=consent)
+    if plan.diff:
+        details["diff"] = plan.diff
+    if not remedy.automatic:
+        return warned(f"pending: {plan.message}; {CONSENT_HINT}", remedy=remedy, **details)
+    return failed(f"pending: {plan.message}", remedy=remedy, **details)
+
+
+def evaluator(patch: Patch) -> CheckFunc:
+    def evaluate(ctx: CheckContext) -> CheckResult:
+        env = target_env(ctx)
+        assert env is not None  # python.venv passed
+        files = PatchFiles.from_facts(ctx.facts)
+        if files is None:
+            error = ctx.facts.probe.errors.get("patch_files", "no data").strip().splitlines()[-1:]
+            return errored(f"the probe could not read the patched files: {' '.join(error)}")
+        if files.error:
+            return errored(files.error)
+        return result_for(plan_patch(patch, env, files), env, consent=ctx.spec.trust_remote_code)
+
+    return evaluate
+
+
+def _covered(env: Environment, patches: Iterable[Patch]) -> set[tuple[str, str]]:
+    """(distribution, file) pairs a dedicated patch owns in this environment."""
+    owned = set()
+    for patch in patches:
+        dist = env.installed.get(canonicalize_name(patch.distribution))
+        if dist is not None and patch.applies_to(dist.version):
+            owned.update((canonicalize_name(patch.distribution), path) for path in patch.files)
+    return owned
+
+
+def trust_remote_code_remedy(
+    ctx: CheckContext, items: Iterable[Mapping[str, Any]], gaps: Iterable[Any]
+) -> Remedy | None:
+    """The generic patch for the scanner's ``missing`` sites in installed files, or None.
+
+    ``items`` are the files the ``sources`` probe section shipped; ``gaps`` the sites found in
+    them (anything with ``.distribution`` and ``.site.path/.line/.state``). A file that a
+    dedicated patch owns (speculators' generator) is left to it, so the two never collide;
+    a call with ``**kwargs`` is never patched. Automatic only with the user's consent.
+    """
+    env = target_env(ctx)
+    if env is None:
+        return None
+    lines: dict[tuple[str, str], set[int]] = {}
+    for gap in gaps:
+        if gap.site.state == "missing":
+            lines.setdefault((canonicalize_name(gap.distribution), gap.site.path), set()).add(gap.site.line)
+    covered = _covered(env, load_patches(ctx.spec.patches).patches)
+    changes = []
+    for item in items:
+        key = (canonicalize_name(str(item.get("distribution", ""))), str(item.get("path", "")))
+        if key not in lines or key in covered:
+            continue
+        data = base64.b64decode(str(item["data"]))
+        patch = trust_remote_code.for_file(str(item["distribution"]), str(item.get("version", "")), key[1], lines[key])
+        try:
+            new = transform_source(patch, data)
+        except TransformMismatch:
+            continue
+        if new is None:
+            continue
+        site = str(item.get("site", ""))
+        changes.append(FileChange(patch.id, os.path.join(site, key[1]), key[1], patch.distribution,
+                                  str(item.get("version", "")), sha256_hex(data), sha256_hex(new), new,
+                                  unified_diff(key[1], data, new), record_site=site))
+    if not changes:
+        return None
+    return changes_remedy(trust_remote_code.PATCH_ID, changes, env, automatic=ctx.spec.trust_remote_code)
+
+
+def patch_checks(patches: Iterable[Patch]) -> list[Check]:
+    """The checks for patches given at run time (the user's --patches files)."""
+    return [
+        Check(f"patch.{p.id}", f"Patch: {p.summary}", evaluator(p), ("python.venv",), p.why) for p in patches
+    ]
+
+
+# The graph finds checks as marked module attributes, so each shipped patch gets one here.
+for _patch in shipped_patches():
+    globals()[f"check_{_patch.id.replace('-', '_')}"] = check(
+        f"patch.{_patch.id}", title=f"Patch: {_patch.summary}", requires=["python.venv"], why=_patch.why
+    )(evaluator(_patch))

@@ -1,0 +1,113 @@
+"""Do the installed libraries load models with trust_remote_code=True?
+
+The probe section ``sources`` ships the files of the libraries that depend on transformers,
+vllm or sglang (and those named with ``--scan``) that pass the byte filter; here they are
+parsed and every model-loading call is classified.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from envdoctor.graph import CheckContext, check
+from envdoctor.results import CheckResult, failed, passed, skipped, warned
+from envdoctor.scan import ScanError, Site, package_of_relative_path, scan_source
+
+from checks.patches import trust_remote_code_remedy
+
+SECTION = "sources"
+#: Gaps named in the message; the rest are in details.
+SHOWN = 5
+
+
+@dataclass(frozen=True)
+class InstalledSite:
+    """A site in an installed file, with where that file came from (what a patch needs)."""
+
+    site: Site
+    distribution: str
+    version: str
+    site_packages: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.site.to_json(), "distribution": self.distribution, "version": self.version,
+                "site_packages": self.site_packages}
+
+
+def scan_items(items: Iterable[Mapping[str, Any]]) -> tuple[list[InstalledSite], list[ScanError]]:
+    """Parse the files the probe shipped; pure, so the same items always give the same sites."""
+    sites: list[InstalledSite] = []
+    errors: list[ScanError] = []
+    for item in items:
+        path = str(item.get("path", "?"))
+        try:
+            data = base64.b64decode(str(item.get("data", "")), validate=True)
+        except (binascii.Error, ValueError):
+            errors.append(ScanError(path, "the probe sent unreadable contents"))
+            continue
+        found, error = _scan_cached(data, path)
+        if error is not None:
+            errors.append(error)
+        sites.extend(InstalledSite(s, str(item.get("distribution", "")), str(item.get("version", "")),
+                                   str(item.get("site", ""))) for s in found)
+    return sites, errors
+
+
+@functools.lru_cache(maxsize=4096)
+def _scan_cached(data: bytes, path: str) -> tuple[tuple[Site, ...], ScanError | None]:
+    # A fleet runs the same library on many hosts, and fix evaluates twice: parse each file once.
+    found, error = scan_source(data, path, package=package_of_relative_path(path))
+    return tuple(found), error
+
+
+def _describe(site: InstalledSite) -> str:
+    return f"{site.site.path}:{site.site.line} {site.site.callee} ({site.site.state})"
+
+
+@check(
+    "code.trust-remote-code",
+    title="Installed libraries pass trust_remote_code",
+    requires=["python.venv"],
+    why="a model that ships its own code (Kimi K2.x) fails to load, or silently loads a different "
+    "tokenizer class, when a library calls from_pretrained without trust_remote_code=True",
+)
+def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
+    if SECTION in ctx.facts.probe.errors:
+        lines = ctx.facts.probe.errors[SECTION].strip().splitlines()
+        return warned(f"could not scan the installed libraries: {(lines or ['?'])[-1]}")
+    summary = ctx.facts.section(SECTION)
+    if summary is None:
+        return skipped("the probe did not scan the installed libraries")
+    sites, errors = scan_items(ctx.facts.probe.items.get(SECTION, []))
+    dists = summary.get("distributions") or []
+    details: dict[str, Any] = {
+        "distributions": [{k: d.get(k) for k in ("name", "version", "reason", "files", "matched", "error") if k in d}
+                          for d in dists],
+        "sites": [s.to_json() for s in sites],
+    }
+    if errors:
+        details["errors"] = [e.to_json() for e in errors]
+    if summary.get("skipped"):
+        details["skipped"] = summary["skipped"]
+    if summary.get("not_found"):
+        details["not_installed"] = summary["not_found"]
+    scanned = f"{sum(int(d.get('files', 0)) for d in dists)} files of {len(dists)} distribution(s)"
+    gaps = [s for s in sites if s.site.is_gap]
+    if not dists:
+        return passed("no installed library depends on transformers, vllm or sglang: nothing to scan", **details)
+    if not gaps:
+        unsure = sum(1 for s in sites if s.site.state in ("parameterized", "kwargs"))
+        extra = f"; {unsure} take the flag from the caller" if unsure else ""
+        return passed(f"{len(sites)} model-loading call(s) in {scanned}, none without trust_remote_code{extra}", **details)
+    shown = "; ".join(_describe(s) for s in gaps[:SHOWN]) + (f"; and {len(gaps) - SHOWN} more" if len(gaps) > SHOWN else "")
+    message = f"{len(gaps)} model-loading call(s) without trust_remote_code=True: {shown}"
+    # The generic patch (patches/trust_remote_code.py); fix applies it only with consent.
+    remedy = trust_remote_code_remedy(ctx, ctx.facts.probe.items.get(SECTION, []), gaps)
+    if ctx.spec.trust_remote_code:
+        return failed(message, remedy=remedy, **details)
+    return warned(message + " (a failure for models that need remote code: --trust-remote-code)", remedy=remedy, **details)

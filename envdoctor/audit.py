@@ -1,0 +1,280 @@
+"""Audit of installed files: RECORD verification on the host, ledger attribution here.
+
+The host runs two probe sections in one round trip: ``audit`` (every RECORD-listed file's
+size and digest, extra code, stale bytecode; see ``envdoctor/probe/audit.py``) and
+``patch-ledger`` (the ledger and the current hashes of the files it names). This module
+turns their raw output into file states, telling envdoctor's own recorded patches apart
+from foreign changes and from patches that a reinstall took away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import structlog
+
+from envdoctor.errors import EnvdoctorError, ProbeError
+from envdoctor.fleet import FleetSettings, open_transport
+from envdoctor.gather import problem_from_error, python_candidates
+from envdoctor.inventory import HostSpec
+from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
+from envdoctor.probe.program import ProbeOutput, register_section, run_probe
+from envdoctor.transport.interface import Transport
+
+log = structlog.get_logger(__name__)
+
+AUDIT_SECTION = "audit"
+LEDGER_SECTION = "patch-ledger"
+register_section(AUDIT_SECTION, "audit")
+register_section(LEDGER_SECTION, "patch_ledger")
+
+
+class FileState(StrEnum):
+    PATCHED = "patched"
+    MODIFIED = "modified"
+    MISSING = "missing"
+    REVERTED = "reverted"
+    EXTRA = "extra"
+
+
+def display_path(path: str) -> str:
+    """A path the probe sent (UTF-8 with surrogateescape) as printable text: bad bytes as \\xNN."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def is_clean_text(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class AuditedFile:
+    """One installed file that is not simply as its distribution recorded it."""
+
+    path: str
+    distribution: str
+    state: FileState
+    reason: str = ""
+    version: str = ""
+    #: Ids of the recorded envdoctor patches on this file, oldest first.
+    patches: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "path": display_path(self.path),
+            "distribution": self.distribution,
+            "state": str(self.state),
+        }
+        if not is_clean_text(self.path):
+            # The exact bytes, for a program that must open the file; `path` is for people.
+            data["path_bytes_b64"] = base64.b64encode(self.path.encode("utf-8", "surrogateescape")).decode()
+        if self.version:
+            data["version"] = self.version
+        if self.reason:
+            data["reason"] = self.reason
+        if self.patches:
+            data["patches"] = list(self.patches)
+        return data
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    """Where one patched file stands against the ledger's record of it."""
+
+    file: str
+    patches: tuple[str, ...]
+    distribution: str
+    state: FileState
+    reason: str
+
+
+@dataclass(frozen=True)
+class DistributionSummary:
+    name: str
+    version: str
+    path: str
+    kind: str
+    record: str
+    files: int
+    verified: int
+    problems: int
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_probe(cls, raw: Mapping[str, Any]) -> DistributionSummary:
+        return cls(
+            name=str(raw.get("name", "")), version=str(raw.get("version", "")), path=str(raw.get("path", "")),
+            kind=str(raw.get("kind", "")), record=str(raw.get("record", "")), files=int(raw.get("files") or 0),
+            verified=int(raw.get("verified") or 0), problems=int(raw.get("problems") or 0),
+            notes=tuple(str(n) for n in raw.get("notes") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class HostAudit:
+    """The audit of one host's environment, or why there is none."""
+
+    host: str
+    destination: str
+    prefix: str = ""
+    python: str = ""
+    #: True when no venv was given and the default interpreter's site-packages were audited.
+    default_env: bool = False
+    site_packages: tuple[str, ...] = ()
+    files: tuple[AuditedFile, ...] = ()
+    distributions: tuple[DistributionSummary, ...] = ()
+    conflicts: tuple[Mapping[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+    hint: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and all(f.state is FileState.PATCHED for f in self.files)
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    hosts: tuple[HostAudit, ...]
+
+    @property
+    def exit_status(self) -> int:
+        return 0 if all(h.ok for h in self.hosts) else 1
+
+
+def patch_status(file: str, entries: Sequence[LedgerEntry], fact: Mapping[str, Any] | None) -> PatchStatus:
+    """A patched file's state: ``entries`` are the patches in force on it, oldest first."""
+    patches = tuple(e.patch for e in entries)
+    dist = entries[-1].distribution
+    after, before = entries[-1].sha256_after, entries[0].sha256_before
+    if not fact or not fact.get("exists"):
+        return PatchStatus(file, patches, dist, FileState.MISSING, "the patched file is gone")
+    current = fact.get("sha256")
+    if current and current == after:
+        return PatchStatus(file, patches, dist, FileState.PATCHED, "as the ledger recorded it")
+    if current and (current == before or current == fact.get("record_sha256")):
+        how = "the file is back to its pre-patch content" if current == before else (
+            f"the file matches the RECORD of {fact.get('record_of') or 'its distribution'} again")
+        return PatchStatus(file, patches, dist, FileState.REVERTED,
+                           f"{how}: the patch was lost (a reinstall?); `envdoctor fix` applies it again")
+    return PatchStatus(file, patches, dist, FileState.MODIFIED,
+                       "changed since envdoctor patched it: neither the patched nor the original content")
+
+
+def patch_statuses(ledger: Mapping[str, Any] | None) -> tuple[list[PatchStatus], list[str]]:
+    """Every patched file's state, and notes on work an interrupted run left unfinished."""
+    if not ledger or not ledger.get("exists"):
+        return [], []
+    entries = parse_ledger(ledger.get("lines") or [])
+    by_file: dict[str, list[LedgerEntry]] = {}
+    for entry in sorted(applied_patches(entries).values(), key=entries.index):
+        by_file.setdefault(entry.file, []).append(entry)
+    facts = ledger.get("files") or {}
+    statuses = [patch_status(path, chain, facts.get(path)) for path, chain in by_file.items()]
+    notes = [f"an interrupted run left {e.op} of patch {e.patch} on {e.file} unfinished; run `envdoctor fix`"
+             for e in unfinished(entries)]
+    return statuses, notes
+
+
+def reconcile(items: Iterable[Mapping[str, Any]], ledger: Mapping[str, Any] | None) -> tuple[list[AuditedFile], list[str]]:
+    """The probe's differences, with the ledger's patched files told apart: (files, notes)."""
+    statuses, notes = patch_statuses(ledger)
+    patched = {os.path.normpath(s.file): s for s in statuses}
+    files: list[AuditedFile] = []
+    for item in items:
+        path = str(item.get("path", ""))
+        if os.path.normpath(path) in patched:
+            continue  # the ledger knows this file: its state comes from the patch's record
+        try:
+            state = FileState(item.get("state"))
+        except ValueError:
+            continue
+        files.append(AuditedFile(path, str(item.get("distribution") or ""), state,
+                                 str(item.get("reason") or ""), str(item.get("version") or "")))
+    for status in statuses:
+        files.append(AuditedFile(status.file, status.distribution, status.state, status.reason,
+                                 patches=status.patches))
+    files.sort(key=lambda f: (f.distribution.lower(), f.path))
+    return files, notes
+
+
+class RecordAuditor:
+    """Audits one host's environment in one probe run."""
+
+    def __init__(self, *, full: bool = False, workers: int | None = None, timeout: float | None = 1800) -> None:
+        self.full = full
+        self.workers = workers
+        self.timeout = timeout
+
+    def request(self, spec: HostSpec) -> dict[str, dict[str, Any]]:
+        audit_args: dict[str, Any] = {"prefix": spec.venv or "", "full": self.full}
+        if self.workers:
+            audit_args["workers"] = self.workers
+        return {AUDIT_SECTION: audit_args, LEDGER_SECTION: {"prefix": spec.venv or ""}}
+
+    async def audit(self, transport: Transport, spec: HostSpec) -> HostAudit:
+        output = await run_probe(transport, self.request(spec), python_candidates=python_candidates(spec),
+                                 timeout=self.timeout)
+        return self.from_probe(spec, output)
+
+    def from_probe(self, spec: HostSpec, output: ProbeOutput) -> HostAudit:
+        error = output.errors.get(AUDIT_SECTION)
+        if error:
+            raise ProbeError(f"the audit failed on the host: {error.strip().splitlines()[-1]}")
+        data = output.sections.get(AUDIT_SECTION) or {}
+        ledger = output.sections.get(LEDGER_SECTION)
+        files, ledger_notes = reconcile(output.items.get(AUDIT_SECTION, []), ledger)
+        notes = list(data.get("notes") or []) + ledger_notes
+        if LEDGER_SECTION in output.errors:
+            notes.append("the patch ledger could not be read: " + output.errors[LEDGER_SECTION].strip().splitlines()[-1])
+        return HostAudit(
+            host=spec.name,
+            destination=spec.destination,
+            prefix=str(data.get("prefix", "")),
+            python=str(data.get("python", "")),
+            default_env=bool(data.get("default")),
+            site_packages=tuple(data.get("site_packages") or ()),
+            files=tuple(files),
+            distributions=tuple(DistributionSummary.from_probe(d) for d in data.get("distributions") or ()),
+            conflicts=tuple(data.get("conflicts") or ()),
+            notes=tuple(notes),
+            stats=dict(data.get("stats") or {}),
+        )
+
+
+Progress = Callable[[str, str], None]
+
+
+async def run_audit(
+    specs: Sequence[HostSpec], settings: FleetSettings, auditor: RecordAuditor, progress: Progress | None = None
+) -> AuditReport:
+    """Audit every host concurrently; an unreachable host becomes a problem, never an exception."""
+    limit = asyncio.Semaphore(max(1, settings.parallel))
+
+    async def one(spec: HostSpec) -> HostAudit:
+        async with limit:
+            try:
+                async with asyncio.timeout(settings.timeout):
+                    async with open_transport(spec, settings) as transport:
+                        result = await auditor.audit(transport, spec)
+            except TimeoutError:
+                result = HostAudit(spec.name, spec.destination, problem=f"did not finish within {settings.timeout:g}s")
+            except EnvdoctorError as exc:
+                log.info("audit_failed", host=spec.name, error=str(exc))
+                problem = problem_from_error(exc)
+                result = HostAudit(spec.name, spec.destination, problem=problem.message, hint=problem.hint)
+            if progress:
+                progress(spec.name, "done" if result.ok else "problems")
+            return result
+
+    return AuditReport(tuple(await asyncio.gather(*(one(s) for s in specs))))

@@ -1,0 +1,289 @@
+"""The program that changes files on the host, and the call that sends it there.
+
+Everything that must hold even when two ``fix`` runs race or a run is killed happens on the
+host, in one stdlib-only Python program (3.6 syntax, like the probe): take the
+environment's lock, re-verify each file's hash under it, append an ``intent`` ledger line,
+keep a backup, replace the file atomically, drop its stale bytecode, append ``done``.
+A file whose hash is neither the expected before nor after is refused, never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from envdoctor.errors import PatchError
+from envdoctor.transport.interface import Transport
+
+#: Exit status of the host program when at least one file was refused.
+REFUSED = 3
+
+HOST_PROGRAM = r'''
+import base64, binascii, csv, datetime, errno, fcntl, glob, hashlib, json, os, re, signal, sys, tempfile
+
+request = json.loads(sys.stdin.read())
+prefix = request["prefix"]
+state_dir = os.path.join(prefix, ".envdoctor")
+ledger = os.path.join(state_dir, "ledger.jsonl")
+FIELDS = ("op", "phase", "patch", "file", "distribution", "version",
+          "sha256_before", "sha256_after", "backup", "time", "envdoctor")
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def private_dir(path):
+    try:
+        os.makedirs(path, 0o700)
+        fsync_dir(os.path.dirname(path))
+    except OSError as exc:
+        if exc.errno != errno.EEXIST:
+            raise
+    os.chmod(path, 0o700)
+
+
+def sha256_of(path):
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except (IOError, OSError):
+        return None
+
+
+def write_atomic(path, data, mode):
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envdoctor-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fsync_dir(folder)
+
+
+def drop_bytecode(path):
+    folder, name = os.path.split(path)
+    stem = os.path.splitext(name)[0]
+    for pyc in glob.glob(os.path.join(folder, "__pycache__", stem + ".*.pyc")):
+        try:
+            os.unlink(pyc)
+        except OSError:
+            pass
+
+
+def read_entries():
+    entries = []
+    try:
+        with open(ledger, "rb") as handle:
+            for line in handle:
+                try:
+                    entry = json.loads(line.decode("utf-8"))
+                except ValueError:
+                    continue  # a torn last line from a killed run
+                if isinstance(entry, dict):
+                    entries.append(entry)
+    except (IOError, OSError):
+        pass
+    return entries
+
+
+def torn_tail():
+    """Whether the ledger ends mid-line (a run killed while appending)."""
+    try:
+        with open(ledger, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) != b"\n"
+    except (IOError, OSError):
+        return False
+
+
+def append(entry):
+    existed = os.path.exists(ledger)
+    # A torn last line stays torn (parsers skip it); ours must start on a line of its own.
+    prefix = "\n" if torn_tail() else ""
+    fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (prefix + json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not existed:
+        fsync_dir(state_dir)
+
+
+def open_intent(entries, op, patch, path):
+    pending = None
+    for entry in entries:
+        if (entry.get("op"), entry.get("patch"), entry.get("file")) == (op, patch, path):
+            pending = entry if entry.get("phase") == "intent" else None
+    return pending
+
+
+def in_force(entries, patch, path):
+    current = None
+    for entry in entries:
+        if entry.get("phase") == "done" and (entry.get("patch"), entry.get("file")) == (patch, path):
+            current = entry if entry.get("op") == "apply" else None
+    return current
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def record_sha256(site, distribution, rel):
+    """The sha256 (hex) RECORD lists for `rel`, or None."""
+    for entry in sorted(os.listdir(site)):
+        if entry.endswith(".dist-info") and canonical(entry[:-len(".dist-info")].split("-")[0]) == canonical(distribution):
+            try:
+                with open(os.path.join(site, entry, "RECORD")) as handle:
+                    rows = list(csv.reader(handle))
+            except (IOError, OSError):
+                return None
+            for row in rows:
+                if len(row) >= 2 and row[0] == rel and row[1].startswith("sha256="):
+                    digest = row[1][len("sha256="):]
+                    return binascii.hexlify(base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))).decode()
+    return None
+
+
+def line_for(change, op, phase, backup):
+    entry = dict((name, str(change.get(name, ""))) for name in FIELDS)
+    if op == "revert":
+        # Hashes of this change: a revert goes from the patched text back to the original.
+        entry["sha256_before"], entry["sha256_after"] = change["sha256_after"], change["sha256_before"]
+    entry.update(op=op, phase=phase, backup=backup, envdoctor=request["envdoctor"],
+                 time=datetime.datetime.utcnow().replace(microsecond=0).isoformat() + "Z")
+    return entry
+
+
+def replace_file(change, op, data, backup):
+    path = change["file"]
+    append(line_for(change, op, "intent", backup))
+    if request.get("kill_after_intent"):
+        os.kill(os.getpid(), signal.SIGKILL)  # tests only: a run killed mid-way
+    write_atomic(path, data, os.stat(path).st_mode & 0o7777)
+    drop_bytecode(path)
+    append(line_for(change, op, "done", backup))
+
+
+def apply(change, entries):
+    path, before, after = change["file"], change["sha256_before"], change["sha256_after"]
+    current = sha256_of(path)
+    data = base64.b64decode(change["data"])
+    if hashlib.sha256(data).hexdigest() != after:
+        return "refused", "the new text does not match its recorded hash"
+    if current == after:
+        intent = open_intent(entries, "apply", change["patch"], path)
+        if intent is not None and intent.get("sha256_after") == after:
+            append(line_for(change, "apply", "done", intent.get("backup", "")))
+            return "completed", "finished the change an interrupted run had made"
+        if in_force(entries, change["patch"], path) is not None:
+            return "already-applied", "already patched"
+        return "refused", "the file already holds the patched text, but the ledger has no record of it"
+    if current != before:
+        return "refused", "the file changed since it was checked (sha256 %s, expected %s)" % (current, before)
+    ours = [e.get("sha256_after") for e in entries
+            if (e.get("op"), e.get("phase"), e.get("file")) == ("apply", "done", path)]
+    if (change.get("record_site") and before not in ours
+            and record_sha256(change["record_site"], change["distribution"], change["path"]) != before):
+        return "refused", "not the file %s installed (its hash differs from RECORD): changed by someone else" % (
+            change["distribution"])
+    backup_dir = os.path.join(state_dir, "backups", change["patch"])
+    private_dir(os.path.join(state_dir, "backups"))
+    private_dir(backup_dir)
+    backup = os.path.join(backup_dir, "%s-%s" % (before[:16], os.path.basename(path)))
+    if sha256_of(backup) != before:
+        with open(path, "rb") as handle:
+            write_atomic(backup, handle.read(), 0o600)
+    replace_file(change, "apply", data, backup)
+    return "applied", "patched"
+
+
+def revert(change, entries):
+    path, before, after, backup = change["file"], change["sha256_before"], change["sha256_after"], change["backup"]
+    current = sha256_of(path)
+    if current == before:
+        if open_intent(entries, "revert", change["patch"], path) is not None or in_force(entries, change["patch"], path):
+            append(line_for(change, "revert", "done", backup))
+            return "reverted", "the file already held the original text; recorded the revert"
+        return "already-reverted", "not patched"
+    if current != after:
+        return "refused", "the file is not the one envdoctor wrote (sha256 %s, expected %s)" % (current, after)
+    if sha256_of(backup) != before:
+        return "refused", "the backup %s is missing or not the original" % backup
+    with open(backup, "rb") as handle:
+        data = handle.read()
+    replace_file(change, "revert", data, backup)
+    return "reverted", "restored the original"
+
+
+def main():
+    private_dir(state_dir)
+    lock = os.open(os.path.join(state_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # held until exit: two runs never interleave
+    refused = False
+    entries = read_entries()
+    for change in request["changes"]:
+        step = apply if request["op"] == "apply" else revert
+        try:
+            result, message = step(change, entries)
+        except (IOError, OSError) as exc:
+            result, message = "refused", "%s: %s" % (exc.filename or change["file"], exc.strerror)
+        refused = refused or result == "refused"
+        entries = read_entries()
+        sys.stdout.write(json.dumps({"file": change["file"], "patch": change["patch"],
+                                     "result": result, "message": message}) + "\n")
+        sys.stdout.flush()
+    sys.exit(REFUSED_STATUS if refused else 0)
+
+
+main()
+'''.replace("REFUSED_STATUS", str(REFUSED))
+
+#: Environment variable (tests only) that makes the host program SIGKILL itself right after
+#: the intent line, to prove the next run completes the change.
+KILL_AFTER_INTENT_ENV = "ENVDOCTOR_TEST_KILL_AFTER_INTENT"
+
+
+async def run_host_program(
+    transport: Transport, python: str, request: Mapping[str, Any], *, timeout: float | None = 300
+) -> tuple[int, list[dict[str, Any]], str]:
+    """Send the program and the request; returns (exit status, per-file results, stderr tail)."""
+    result = await transport.run(
+        [python, "-I", "-c", HOST_PROGRAM], stdin=json.dumps(request).encode("utf-8"), timeout=timeout
+    )
+    outcomes = []
+    for line in result.stdout.splitlines():
+        try:
+            outcomes.append(json.loads(line))
+        except ValueError:
+            continue
+    if result.exit_status not in (0, REFUSED) and not outcomes:
+        raise PatchError(
+            f"the patch writer failed on {transport.name} (exit status {result.exit_status}): "
+            f"{result.stderr_tail(2) or 'no output'}"
+        )
+    return result.exit_status, outcomes, result.stderr_tail(3)
+
+
+def change_request(
+    op: str, prefix: str, changes: Sequence[Mapping[str, Any]], *, version: str, kill_after_intent: bool = False
+) -> dict[str, Any]:
+    return {"op": op, "prefix": prefix, "envdoctor": version, "changes": list(changes),
+            "kill_after_intent": kill_after_intent}

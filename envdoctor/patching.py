@@ -1,0 +1,385 @@
+"""The patch engine: what a patch is, its state on a host, and applying or reverting it.
+
+A :class:`Patch` (content, in ``patches/``) names a distribution, the versions that need
+it, the files it touches and a libcst transform ``Module -> Module`` that does no I/O.
+The engine works from facts the probe already gathered (section ``patch_files``: file
+bytes, RECORD hashes, the ledger), so planning is pure: it decides the state of each patch
+(pending, applied, not-applicable, conflict), and for a pending one the new text, its
+hashes and the unified diff. Writing happens on the host, in :mod:`envdoctor.patch_host`.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import importlib
+import os
+import pkgutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envdoctor import __version__
+from envdoctor.errors import ConfigError, PatchError
+from envdoctor.facts import Environment, HostFacts
+from envdoctor.graph import load_module_file
+from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
+from envdoctor.patch_host import KILL_AFTER_INTENT_ENV, change_request, run_host_program
+from envdoctor.results import Remedy
+from envdoctor.transport.interface import Transport
+
+PENDING, APPLIED, NOT_APPLICABLE, CONFLICT = "pending", "applied", "not-applicable", "conflict"
+
+
+class SkipFile(Exception):
+    """Raised by a transform when the file needs no change (already applied, as in libcst codemods)."""
+
+
+class TransformMismatch(Exception):
+    """Raised by a transform when the file does not hold the code it knows how to change."""
+
+
+Transform = Callable[[cst.Module], cst.Module]
+
+
+@dataclass(frozen=True)
+class Patch:
+    id: str
+    summary: str
+    why: str
+    distribution: str
+    specifier: SpecifierSet
+    files: tuple[str, ...]
+    transform: Transform
+    #: The upstream version that no longer needs the patch, when known.
+    fixed_in: str | None = None
+    #: sha256 (hex) of file versions accepted beside the RECORD's (e.g. a known downstream build).
+    known_preimages: frozenset[str] = frozenset()
+    #: Only applied by fix with the user's --trust-remote-code consent.
+    needs_consent: bool = False
+
+    @property
+    def versions(self) -> str:
+        """The specifier as people write it: lower bounds first (SpecifierSet sorts by text)."""
+        order = {">": 0, ">=": 0, "==": 1, "~=": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
+        return ",".join(str(s) for s in sorted(self.specifier, key=lambda s: (order.get(s.operator, 2), s.version)))
+
+    def applies_to(self, version: str) -> bool:
+        try:
+            return self.specifier.contains(Version(version), prereleases=True)
+        except InvalidVersion:
+            return False
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def record_hash_hex(record: str | None) -> str | None:
+    """RECORD's ``sha256=<urlsafe base64, no padding>`` as hex; None for other algorithms."""
+    if not record or not record.startswith("sha256="):
+        return None
+    digest = record[len("sha256="):]
+    try:
+        return base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+    except ValueError:
+        return None
+
+
+def transform_source(patch: Patch, source: bytes) -> bytes | None:
+    """The patched text, or None when the transform says it is already applied."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise TransformMismatch(f"does not parse: {exc.message}") from None
+    try:
+        new = patch.transform(module)
+    except SkipFile:
+        return None
+    data = new.bytes
+    return None if data == source else data
+
+
+def unified_diff(path: str, old: bytes, new: bytes) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.decode("utf-8", "replace").splitlines(keepends=True),
+            new.decode("utf-8", "replace").splitlines(keepends=True),
+            fromfile=f"a/{path}", tofile=f"b/{path}",
+        )
+    )
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    distribution: str
+    path: str
+    file: str | None
+    data: bytes | None
+    record: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PatchFiles:
+    """The ``patch_files`` probe section: files as they are on the host, and the ledger."""
+
+    prefix: str
+    files: Mapping[tuple[str, str], RemoteFile]
+    ledger: tuple[LedgerEntry, ...] = ()
+    error: str | None = None
+
+    @classmethod
+    def from_facts(cls, facts: HostFacts) -> PatchFiles | None:
+        raw = facts.section("patch_files")
+        if raw is None:
+            return None
+        files = {}
+        for item in raw.get("files") or ():
+            data = base64.b64decode(item["data"]) if item.get("data") is not None else None
+            remote = RemoteFile(item["distribution"], item["path"], item.get("file"), data,
+                                item.get("record"), item.get("error"))
+            files[(canonicalize_name(remote.distribution), remote.path)] = remote
+        return cls(str(raw.get("prefix", "")), files, tuple(parse_ledger(raw.get("ledger") or ())), raw.get("error"))
+
+    def get(self, distribution: str, path: str) -> RemoteFile | None:
+        return self.files.get((canonicalize_name(distribution), path))
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file a pending patch rewrites: what is there, what will be, and the diff."""
+
+    patch: str
+    file: str
+    path: str
+    distribution: str
+    version: str
+    sha256_before: str
+    sha256_after: str
+    data: bytes
+    diff: str
+    #: When set, the host checks the file against RECORD in this site-packages before writing
+    #: (for files planned without a RECORD hash at hand, such as the generic patch's).
+    record_site: str = ""
+
+    def request(self) -> dict[str, str]:
+        return {
+            "patch": self.patch, "file": self.file, "path": self.path, "distribution": self.distribution,
+            "version": self.version, "sha256_before": self.sha256_before,
+            "sha256_after": self.sha256_after, "data": base64.b64encode(self.data).decode("ascii"),
+            "record_site": self.record_site,
+        }
+
+
+@dataclass(frozen=True)
+class PatchPlan:
+    patch: Patch
+    state: str
+    message: str
+    version: str = ""
+    changes: tuple[FileChange, ...] = ()
+    #: Files an interrupted run already changed: fix only has to record them.
+    unrecorded: tuple[str, ...] = ()
+
+    @property
+    def diff(self) -> str:
+        return "".join(c.diff for c in self.changes)
+
+
+def _plan_file(
+    patch: Patch, remote: RemoteFile, version: str, ledger: Sequence[LedgerEntry]
+) -> tuple[str, str, FileChange | None]:
+    """(state, message, change) for one file."""
+    if remote.data is None or remote.file is None:
+        return CONFLICT, remote.error or f"{remote.path} is missing", None
+    current = sha256_hex(remote.data)
+    in_force = applied_patches(ledger).get((patch.id, remote.file))
+    if in_force is not None and in_force.sha256_after == current:
+        return APPLIED, f"{remote.path} patched as recorded", None
+    for intent in unfinished(ledger):
+        if intent.op == "apply" and (intent.patch, intent.file) == (patch.id, remote.file) and intent.sha256_after == current:
+            # A killed run replaced the file but did not record it; fix will write the done line.
+            change = FileChange(patch.id, remote.file, remote.path, patch.distribution, version,
+                                intent.sha256_before, current, remote.data, "")
+            return PENDING, f"{remote.path} was patched by an interrupted run that did not record it", change
+    expected = record_hash_hex(remote.record)
+    # Another envdoctor patch in force on the same file left it as recorded: that text is known too.
+    ours = {e.sha256_after for e in applied_patches(ledger).values() if e.file == remote.file}
+    if current != expected and current not in patch.known_preimages and current not in ours:
+        why = "no RECORD entry" if expected is None else "its hash differs from the distribution's RECORD"
+        return CONFLICT, f"{remote.path} is not a file this patch recognises ({why}); it was changed by someone else", None
+    try:
+        new = transform_source(patch, remote.data)
+    except TransformMismatch as exc:
+        return CONFLICT, f"{remote.path}: the code this patch changes is not there ({exc})", None
+    if new is None:
+        if in_force is not None:
+            return APPLIED, f"{remote.path} patched as recorded (and by later patches since)", None
+        return NOT_APPLICABLE, f"{remote.path} already has the change", None
+    change = FileChange(patch.id, remote.file, remote.path, patch.distribution, version,
+                        current, sha256_hex(new), new, unified_diff(remote.path, remote.data, new))
+    return PENDING, f"{remote.path} needs the change", change
+
+
+def plan_patch(patch: Patch, env: Environment, files: PatchFiles) -> PatchPlan:
+    """The state of ``patch`` in ``env``: pure, from facts the probe gathered."""
+    dist = env.installed.get(canonicalize_name(patch.distribution))
+    if dist is None:
+        return PatchPlan(patch, NOT_APPLICABLE, f"{patch.distribution} is not installed in {env.prefix}")
+    if not patch.applies_to(dist.version):
+        upstream = f"; fixed upstream in {patch.fixed_in}" if patch.fixed_in else ""
+        return PatchPlan(patch, NOT_APPLICABLE,
+                         f"{dist.name} {dist.version} is installed, outside {patch.versions}{upstream}",
+                         dist.version)
+    results = []
+    for path in patch.files:
+        remote = files.get(patch.distribution, path)
+        if remote is None:
+            results.append((CONFLICT, f"{path} was not read from the host", None))
+        else:
+            results.append(_plan_file(patch, remote, dist.version, files.ledger))
+    states = {state for state, _, _ in results}
+    messages = "; ".join(message for _, message, _ in results)
+    changes = tuple(change for _, _, change in results if change is not None)
+    for state in (CONFLICT, PENDING, APPLIED):
+        if state in states:
+            unrecorded = tuple(c.file for c in changes if not c.diff)
+            return PatchPlan(patch, state, f"{dist.name} {dist.version}: {messages}", dist.version,
+                             changes if state == PENDING else (), unrecorded)
+    return PatchPlan(patch, NOT_APPLICABLE, f"{dist.name} {dist.version}: {messages}", dist.version)
+
+
+def patch_remedy(plan: PatchPlan, env: Environment, *, consent: bool) -> Remedy:
+    """An automatic Remedy(kind="patch") for a pending plan (by hand without needed consent)."""
+    return changes_remedy(plan.patch.id, plan.changes, env, automatic=consent or not plan.patch.needs_consent)
+
+
+def changes_remedy(patch_id: str, changes: Sequence[FileChange], env: Environment, *, automatic: bool) -> Remedy:
+    files = ", ".join(c.path for c in changes)
+    return Remedy(
+        summary=f"apply patch {patch_id} to {files}",
+        kind="patch",
+        automatic=automatic,
+        payload={"patch": patch_id, "python": env.python, "prefix": env.prefix, "changes": tuple(changes)},
+    )
+
+
+@dataclass(frozen=True)
+class PatchOutcome:
+    """What applying one patch remedy did; fleet turns it into an Action."""
+
+    exit_status: int | None
+    output: str
+    diff: str = ""
+
+
+async def apply_patch_remedy(transport: Transport, remedy: Remedy, *, dry_run: bool) -> PatchOutcome:
+    changes: Sequence[FileChange] = remedy.payload["changes"]
+    diff = "".join(c.diff for c in changes)
+    if dry_run:
+        return PatchOutcome(None, "", diff)
+    request = change_request(
+        "apply", remedy.payload["prefix"], [c.request() for c in changes], version=__version__,
+        kill_after_intent=bool(os.environ.get(KILL_AFTER_INTENT_ENV)),
+    )
+    try:
+        status, outcomes, stderr = await run_host_program(transport, remedy.payload["python"], request)
+    except PatchError as exc:
+        return PatchOutcome(1, str(exc), diff)
+    lines = [f"{o['file']}: {o['result']} ({o['message']})" for o in outcomes]
+    if status != 0 and stderr:
+        lines.append(stderr)
+    return PatchOutcome(status, "\n".join(lines), diff)
+
+
+@dataclass(frozen=True)
+class RevertResult:
+    file: str
+    result: str
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return self.result != "refused"
+
+
+async def revert_patch(transport: Transport, env: Environment, files: PatchFiles, patch_id: str) -> list[RevertResult]:
+    """Restore the originals of every file ``patch_id`` changed, as the ledger records them."""
+    in_force = [e for (pid, _), e in applied_patches(files.ledger).items() if pid == patch_id]
+    if not in_force:
+        raise PatchError(f"patch {patch_id} is not applied in {env.prefix} (the ledger has no record of it)",
+                         hint="`envdoctor check HOST` shows the state of each patch")
+    changes = [{name: value for name, value in e.to_json().items() if name not in ("op", "phase", "time")}
+               for e in in_force]
+    request = change_request("revert", env.prefix, changes, version=__version__,
+                             kill_after_intent=bool(os.environ.get(KILL_AFTER_INTENT_ENV)))
+    _, outcomes, _ = await run_host_program(transport, env.python, request)
+    return [RevertResult(o["file"], o["result"], o["message"]) for o in outcomes]
+
+
+# -- finding patches -----------------------------------------------------------------------
+
+def patches_in(module: Any) -> list[Patch]:
+    return [value for value in vars(module).values() if isinstance(value, Patch)]
+
+
+@dataclass(frozen=True)
+class PatchSet:
+    patches: tuple[Patch, ...] = field(default_factory=tuple)
+
+    def get(self, patch_id: str) -> Patch:
+        for patch in self.patches:
+            if patch.id == patch_id:
+                return patch
+        known = ", ".join(p.id for p in self.patches)
+        raise ConfigError(f"no patch named {patch_id!r}", hint=f"known patches: {known}")
+
+
+@cache
+def shipped_patches() -> tuple[Patch, ...]:
+    """Every patch in the ``patches`` package (modules whose names start with _ are helpers)."""
+    root = importlib.import_module("patches")
+    found: list[Patch] = []
+    for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            found.extend(patches_in(importlib.import_module(f"patches.{info.name}")))
+    return tuple(found)
+
+
+@cache
+def user_patches(files: tuple[str, ...]) -> tuple[Patch, ...]:
+    found: list[Patch] = []
+    for name in files:
+        module = load_module_file(Path(name), "envdoctor_user_patches")
+        patches = patches_in(module)
+        if not patches:
+            raise ConfigError(f"{name} defines no Patch", hint="a patch file assigns Patch(...) objects at module level")
+        found.extend(patches)
+    return tuple(found)
+
+
+def load_patches(extra_files: Iterable[str] = ()) -> PatchSet:
+    patches = shipped_patches() + user_patches(tuple(extra_files))
+    seen: set[str] = set()
+    for patch in patches:
+        if patch.id in seen:
+            raise ConfigError(f"two patches are named {patch.id!r}")
+        seen.add(patch.id)
+    return PatchSet(patches)
+
+
+def files_request(prefix: str | None, patches: Iterable[Patch]) -> dict[str, Any]:
+    """Arguments of the ``patch_files`` probe section: every file of every patch."""
+    return {
+        "prefix": prefix or "",
+        "files": [{"distribution": p.distribution, "path": path} for p in patches for path in p.files],
+    }

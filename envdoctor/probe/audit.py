@@ -1,0 +1,500 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Section "audit": verify every file that a distribution's .dist-info/RECORD lists (size and
+# digest), find code nobody installed (extra .pth/.py/.so, bytecode that does not belong
+# to its source), and stream every difference as an item. Files that match are only
+# counted, so the output stays small for a venv of 20,000 files. Helpers: audit_record.py
+# (RECORD and metadata) and audit_hash.py (workers, .pyc headers, the stat cache).
+
+import glob
+import hashlib
+import os
+import site
+import sys
+import sysconfig
+import time
+
+from envdoctor.probe.audit_hash import HashRun, StatCache, usable_cpus
+from envdoctor.probe.audit_record import fsb, fst, key_text, load_record, read_text, site_distributions, site_path, stat_key
+from envdoctor.probe.core import section
+
+CODE_SUFFIXES_BYTES = (b".py", b".so", b".pyc", b".pth")
+SKIP_DIR_SUFFIXES = (".dist-info", ".egg-info")
+
+
+# ---------------------------------------------------------------------------------------
+# Extra code and bytecode
+
+
+def list_dir(path, cache, new_dirs):
+    """(subfolders, code file names) of a folder; from the cache when the folder is unchanged.
+
+    A folder's mtime changes whenever an entry is added, removed or renamed in it, which is
+    all that finding extra files needs."""
+    try:
+        key = stat_key(os.lstat(fsb(path)))
+    except OSError:
+        return [], []
+    text = key_text(key)
+    entry = cache.loaded["dirs"].get(path)
+    if entry and entry[0] == text:
+        subdirs, names = entry[1], entry[2]
+    else:
+        subdirs, names = [], []
+        try:
+            for item in os.scandir(fsb(path)):
+                raw = item.name
+                if item.is_dir(follow_symlinks=False):
+                    subdirs.append(fst(raw))
+                elif raw.endswith(CODE_SUFFIXES_BYTES):
+                    names.append(fst(raw))
+        except OSError:
+            pass
+    if cache.settled(key):
+        new_dirs[path] = [text, subdirs, names]
+    return subdirs, names
+
+
+def walk_code(site_dir, known, covered, cache, new_dirs):
+    """Files Python would run that no RECORD lists; and (pyc path, source path) pairs."""
+    extras, pycs = [], []
+    tag = getattr(sys.implementation, "cache_tag", None)
+    pyc_mark = "." + (tag or "-") + "."
+    top_dirs, top_names = list_dir(site_dir, cache, new_dirs)
+    for name in sorted(top_names):
+        path = site_dir + "/" + name
+        if path in known or path in covered or path[:-3] in covered:
+            continue
+        if name.endswith(".pth"):
+            extras.append((path, ".pth file: runs at every interpreter start, and no RECORD lists it"))
+        else:
+            extras.append((path, "top-level module that no RECORD lists"))
+    stack = [site_dir + "/" + d for d in sorted(top_dirs, reverse=True)
+             if not d.endswith(SKIP_DIR_SUFFIXES) and site_dir + "/" + d not in covered]
+    while stack:
+        folder = stack.pop()
+        subdirs, names = list_dir(folder, cache, new_dirs)
+        if folder.endswith("/__pycache__"):
+            parent = folder[: -len("/__pycache__")]
+            for name in names:
+                if name.endswith(".pyc") and pyc_mark in name:
+                    pycs.append((folder + "/" + name, parent + "/" + name.split(".", 1)[0] + ".py"))
+        else:
+            for name in names:
+                full = folder + "/" + name
+                if full not in known and not name.endswith(".pth"):
+                    extras.append((full, "code inside a package folder that no RECORD lists"))
+        stack.extend(folder + "/" + d for d in sorted(subdirs, reverse=True))
+    return extras, pycs
+
+
+# ---------------------------------------------------------------------------------------
+# The section
+
+
+def find_sites(prefix, default, given):
+    if given:
+        candidates = list(given)
+    elif default:
+        candidates = list(getattr(site, "getsitepackages", lambda: [])())
+        candidates += [sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")]
+    else:
+        candidates = sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
+        candidates += sorted(glob.glob(os.path.join(prefix, "lib64", "python3*", "site-packages")))
+    sites, seen = [], set()
+    for path in candidates:
+        if not path or not os.path.isdir(fsb(path)):
+            continue
+        real = os.path.realpath(fsb(path))
+        if real not in seen:
+            seen.add(real)
+            sites.append(path)
+    return sites
+
+
+def cache_folder(prefix, default):
+    if not default:
+        return os.path.join(prefix, ".envdoctor")
+    # The default interpreter's prefix is a system folder (/usr): keep the cache in $HOME.
+    digest = hashlib.sha1(fsb(prefix)).hexdigest()[:12]
+    return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor", "audit-" + digest)
+
+
+def pyvenv_old_prefixes(prefix):
+    """Where the venv was created, from pyvenv.cfg's `command` line (Python 3.11+)."""
+    try:
+        text = read_text(os.path.join(prefix, "pyvenv.cfg"), 8192)
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "command" and value.split():
+            old = value.split()[-1]
+            if os.path.normpath(old) != os.path.normpath(prefix):
+                found.append(old)
+    return found
+
+
+def shebang_rewritten(path, head, expected_algo, expected_hex, old_prefixes):
+    """Whether only the shebang differs from RECORD: try the interpreters of the venv's old place."""
+    if not old_prefixes:
+        return None
+    try:
+        data = open(fsb(path), "rb").read(1 << 20)
+    except OSError:
+        return None
+    rest = data.split(b"\n", 1)[1] if b"\n" in data else b""
+    interpreter = os.path.basename(head[2:].strip().split()[0]) if head[2:].strip() else "python"
+    for old in old_prefixes:
+        for name in (interpreter, "python", "python3"):
+            line = b"#!" + fsb(os.path.join(old, "bin", name)) + b"\n"
+            if hashlib.new(expected_algo, line + rest).hexdigest() == expected_hex:
+                return old
+    return None
+
+
+def owner_of_folders(dists, quick):
+    """Top-level entry of site-packages -> the distribution whose RECORD lists files in it."""
+    owners = {}
+    for index, dist in enumerate(dists):
+        site_dir = dist["site"]
+        if index in quick:
+            paths = [p[len(site_dir) + 1:] for p in quick[index][0] + quick[index][1] if p.startswith(site_dir + "/")]
+        else:
+            paths = [row[0] for row in dist["rows"]]
+        for rel in paths:
+            owners.setdefault(site_dir + "/" + rel.split("/", 1)[0], dist["name"])
+    return owners
+
+
+def folder_owner(path, site_dirs, file_owners):
+    for site_dir in site_dirs:
+        if path.startswith(site_dir.rstrip("/") + "/"):
+            top = path[len(site_dir.rstrip("/")) + 1:].split("/", 1)[0]
+            return file_owners.get(site_dir.rstrip("/") + "/" + top, "")
+    return ""
+
+
+@section("audit")
+def audit_section(args, emit):
+    started = time.time()
+    phases = {}
+    mark = [started]
+
+    def lap(name):
+        now = time.time()
+        phases[name] = round(now - mark[0], 3)
+        mark[0] = now
+
+    default = not args.get("prefix")
+    prefix = os.path.abspath(os.path.expanduser(args["prefix"])) if not default else sys.prefix
+    if not default and not os.path.isdir(fsb(prefix)):
+        raise RuntimeError("no such directory: %s" % prefix)
+    sites = find_sites(prefix, default, args.get("site_packages"))
+    cache = StatCache(cache_folder(prefix, default), not args.get("full"), prefix)
+    cache.open(os.stat(fsb(sites[0])).st_dev if sites else None)
+    workers = max(1, int(args.get("workers") or usable_cpus()))
+    notes = [] if sites else ["no site-packages folder found under %s" % prefix]
+
+    dists = []
+    for site_dir in sites:
+        dists.extend(site_distributions(site_dir))
+    note_duplicate_names(dists)
+    results = {}  # path -> [stat key, {algo: hex} or None when the cache vouches for it, shebang, error]
+    quick = settled_distributions(dists, cache, results)
+    owners, known, covered, unhashed = index_records(dists, quick)
+    lap("records")
+
+    jobs = []
+    for path, own in owners.items():
+        if path in results and len(own) == 1:
+            continue  # unchanged since it matched this same RECORD
+        results.pop(path, None)
+        jobs.append((path, sorted(set([o[1] for o in own] + ["sha256"])), own[0][3]))
+    hashing = HashRun(jobs, workers)
+    new_dirs = {}
+    extras, pycs = [], []
+    for site_dir in sites:  # walks while the workers hash
+        found_extras, found_pycs = walk_code(site_dir, known, covered, cache, new_dirs)
+        extras.extend(found_extras)
+        pycs.extend(found_pycs)
+    pyc_ok, pyc_todo = cached_bytecode(pycs, results, cache)
+    hashing.check_pycs(pyc_todo)
+    lap("walk")
+    hashed_bytes = 0
+    for path, key, digests, head, error in hashing.results():
+        results[path] = [key, digests, head, error]
+        if key is not None and digests:
+            hashed_bytes += key[0]
+    lap("hash")
+
+    flagged, conflicts, matched = judge_files(prefix, default, dists, owners, results, emit)
+    for dist_index, paths in quick.items():
+        note_stale_shebangs(prefix, dists[dist_index], paths[0], results)
+    lap("verdicts")
+
+    owners_cache = []
+
+    def owner(path):
+        if not owners_cache:  # built only when something needs attributing
+            owners_cache.append(owner_of_folders(dists, quick))
+        return folder_owner(path, sites, owners_cache[0])
+
+    for path, reason in extras:
+        emit({"path": path, "distribution": owner(path), "state": "extra", "reason": reason})
+    try:
+        for pyc, source, pkey, skey, why in hashing.pyc_results():
+            if source in flagged:
+                continue  # the source's own difference already says it
+            if why:
+                emit({"path": pyc, "distribution": owner(pyc), "state": "modified", "reason": why})
+            elif cache.settled(pkey) and cache.settled(skey) and source in results:
+                pyc_ok[pyc] = key_text(pkey)
+    finally:
+        hashing.close()
+    pyc_checked = len(pyc_todo)
+    lap("bytecode")
+
+    if cache.status != "used" or jobs or pyc_checked or len(quick) < len(dists) or \
+            len(new_dirs) != len(cache.loaded["dirs"]):
+        cache.save({"dists": cache_dists(cache, dists, quick, matched, results),
+                    "dirs": new_dirs, "pyc": pyc_ok})
+    lap("cache_save")
+
+    total_files = sum(len(q[0]) for q in quick.values()) + len(owners)
+    return {
+        "python": sys.executable,
+        "prefix": prefix,
+        "default": default,
+        "site_packages": sites,
+        "distributions": [dict((k, d.get(k)) for k in (
+            "name", "version", "path", "site", "kind", "record", "installer", "editable",
+            "files", "verified", "problems", "notes")) for d in dists],
+        "conflicts": conflicts,
+        "notes": notes,
+        "stats": {
+            "files": total_files, "bytes": sum(r[0][0] for r in results.values() if r[0]),
+            "hashed": len(jobs), "hashed_bytes": hashed_bytes, "cached": total_files - len(jobs),
+            "unhashed": unhashed, "pyc_checked": pyc_checked, "pyc_cached": len(pycs) - pyc_checked,
+            "extra": len(extras), "workers": hashing.workers, "cache": cache.status, "cache_path": cache.path,
+            "seconds": round(time.time() - started, 3), "phases": phases,
+        },
+    }
+
+
+def note_duplicate_names(dists):
+    by_name = {}
+    for dist in dists:
+        by_name.setdefault((dist["site"], dist["name"].lower().replace("_", "-")), []).append(dist)
+    for (site_dir, _), same in sorted(by_name.items()):
+        if len(same) > 1:
+            versions = ", ".join("%s (%s)" % (d["version"], os.path.basename(d["path"])) for d in same)
+            for dist in same:
+                dist["notes"].append("several metadata folders for %s in %s: %s (a broken upgrade or "
+                                     "uninstall); each is checked against its own RECORD" % (dist["name"], site_dir, versions))
+
+
+def vouched_files(dist, entry, results):
+    """Files the cache saw match this same RECORD and whose stat has not changed since."""
+    vouched = {}
+    for rel, text in entry[1].items():
+        path = site_path(dist["site"], rel)
+        try:
+            key = stat_key(os.stat(fsb(path)))
+        except OSError:
+            continue
+        if key_text(key) == text:
+            vouched[path] = [key, None, entry[2].get(rel), None]
+    results.update(vouched)
+    return vouched
+
+
+def settled_distributions(dists, cache, results):
+    """Distributions whose RECORD and every hashed file are as in the last clean audit: their
+    RECORD is not even parsed. Returns {index: (hashed paths, unhashed paths)}; files of the
+    other distributions that the cache still vouches for are put in `results`."""
+    quick = {}
+    for index, dist in enumerate(dists):
+        entry = cache.loaded["dists"].get(dist["path"])
+        if not entry or dist.get("record_key") is None or entry[0] != key_text(dist["record_key"]):
+            continue
+        vouched = vouched_files(dist, entry, results)
+        if entry[4] and len(vouched) == len(entry[1]):
+            quick[index] = (sorted(vouched), [site_path(dist["site"], rel) for rel in entry[3]])
+            dist["record_notes"] = list(entry[5])
+            dist["notes"].extend(entry[5])
+            dist.update(files=len(vouched) + len(entry[3]), verified=len(vouched), problems=0)
+    # A newly installed distribution may list a settled one's path: judge both in full then.
+    claimed = {}
+    for index, (hashed_paths, _) in quick.items():
+        for path in hashed_paths:
+            claimed[path] = index
+    for index, dist in enumerate(dists):
+        if index in quick:
+            continue
+        if dist["record"] == "ok" and not dist["rows"]:
+            load_record(dist)
+        for row in dist["rows"]:
+            other = claimed.get(site_path(dist["site"], row[0]))
+            if other in quick:
+                del quick[other]
+                load_record(dists[other])
+    return quick
+
+
+def index_records(dists, quick):
+    """path -> [(dist index, algo, hex, size)] for files to judge; every path any RECORD lists."""
+    owners, known, covered = {}, set(), set()
+    unhashed = 0
+    for index, dist in enumerate(dists):
+        if index in quick:
+            known.update(quick[index][0])
+            known.update(quick[index][1])
+            unhashed += len(quick[index][1])
+            continue
+        dist.update(files=len(dist["rows"]), verified=0, problems=0)
+        for rel, algo, digest, _, size in dist["rows"]:
+            full = site_path(dist["site"], rel)
+            known.add(full)
+            if algo is None:
+                unhashed += 1
+                continue
+            owners.setdefault(full, []).append((index, algo, digest, size))
+        for top in dist.get("covers", []):
+            covered.add(os.path.join(dist["site"], top))
+    return owners, known, covered, unhashed
+
+
+def note_stale_shebangs(prefix, dist, paths, results):
+    bin_dir = prefix + "/bin/"
+    for path in paths:
+        head = results.get(path, [None, None, None])[2]
+        if head and path.startswith(bin_dir):
+            interpreter = head[2:].strip().split()[0] if head[2:].strip() else ""
+            if interpreter.startswith("/") and not os.path.exists(fsb(interpreter)):
+                dist["notes"].append("console script %s runs %s, which does not exist (the venv was moved?)"
+                                     % (os.path.basename(path), interpreter))
+
+
+def judge_files(prefix, default, dists, owners, results, emit):
+    """Compare each judged file with its RECORD entries; emit the differences."""
+    old_prefixes = pyvenv_old_prefixes(prefix) if not default else []
+    bin_dir = prefix + "/bin/"
+    conflicts, flagged, matched = [], set(), set()
+    for path, own in owners.items():
+        key, digests, head, error = results[path]
+        if digests is None and not error:
+            dists[own[0][0]]["verified"] += 1  # vouched for by the cache
+            matched.add(path)
+            continue
+        if not error and len(own) == 1:
+            record = own[0]
+            if digests.get(record[1]) == record[2] and (record[3] is None or record[3] == key[0]):
+                dists[record[0]]["verified"] += 1
+                matched.add(path)
+                if head:
+                    note_stale_shebangs(prefix, dists[record[0]], [path], results)
+                continue
+        first = dists[own[0][0]]
+        item = {"path": path, "distribution": first["name"], "version": first["version"],
+                "dist_path": first["path"]}
+        if len(own) > 1:
+            item["also_listed_by"] = sorted(set("%s %s" % (dists[o[0]]["name"], dists[o[0]]["version"]) for o in own[1:]))
+        if error:
+            item.update(state="missing" if error == "missing" else "modified",
+                        reason="listed in RECORD but not on disk" if error == "missing" else error)
+            for o in own:
+                dists[o[0]]["problems"] += 1
+            flagged.add(path)
+            emit(item)
+            continue
+        matching = [o for o in own if digests.get(o[1]) == o[2] and (o[3] is None or o[3] == key[0])]
+        if matching:
+            for o in matching:
+                dists[o[0]]["verified"] += 1
+            losers = [o for o in own if o not in matching]
+            if losers:
+                winner = dists[matching[0][0]]
+                conflicts.append({
+                    "path": path,
+                    "kept": "%s %s" % (winner["name"], winner["version"]),
+                    "overwritten": sorted(set("%s %s" % (dists[o[0]]["name"], dists[o[0]]["version"]) for o in losers)),
+                })
+            note_stale_shebangs(prefix, first, [path], results)
+            continue
+        expected = own[-1]
+        if expected[3] is not None and expected[3] != key[0]:
+            reason = "size %d, RECORD says %d" % (key[0], expected[3])
+        else:
+            reason = "content differs from RECORD (%s)" % expected[1]
+        if head and path.startswith(bin_dir):
+            moved_from = shebang_rewritten(path, head, expected[1], expected[2], old_prefixes)
+            if moved_from:
+                reason = "only the shebang differs: rewritten after the venv moved from %s" % moved_from
+        item.update(state="modified", reason=reason, sha256=digests.get("sha256"), expected=expected[2],
+                    expected_algo=expected[1])
+        for o in own:
+            dists[o[0]]["problems"] += 1
+        flagged.add(path)
+        emit(item)
+    return flagged, conflicts, matched
+
+
+def cached_bytecode(pycs, results, cache):
+    """Split .pyc files into those the cache vouches for ({pyc: key}) and those to check.
+
+    The header's verdict depends on both files: it stands while the .pyc's stat is the same
+    and its source is one the cache vouched for (unchanged since that verdict was saved)."""
+    if not cache.loaded["pyc"]:
+        return {}, list(pycs)
+    ok, todo = {}, []
+    for pyc, source in pycs:
+        entry = cache.loaded["pyc"].get(pyc)
+        known = results.get(source)
+        if entry and known is not None and known[1] is None and not known[3]:
+            try:
+                pkey = stat_key(os.stat(fsb(pyc)))
+            except OSError:
+                continue
+            if key_text(pkey) == entry:
+                ok[pyc] = entry
+                continue
+        todo.append((pyc, source))
+    return ok, todo
+
+
+def cache_dists(cache, dists, quick, matched, results):
+    """Per distribution with a RECORD: the files that matched it (settled ones only), for next time.
+
+    Entry: [RECORD key, {relative path: key}, {relative path: shebang}, unhashed relative
+    paths, complete (every hashed file matched, alone), RECORD notes]."""
+    entries = {}
+    for index, dist in enumerate(dists):
+        if dist.get("record") != "ok" or not cache.settled(dist.get("record_key")):
+            continue
+        site_dir = dist["site"]
+        if index in quick:
+            hashed, unhashed = quick[index]
+        else:
+            hashed = [site_path(site_dir, r[0]) for r in dist["rows"] if r[1] is not None]
+            unhashed = [site_path(site_dir, r[0]) for r in dist["rows"] if r[1] is None]
+        files, heads, complete = {}, {}, True
+        cut = len(site_dir) + 1
+        for path in hashed:
+            result = results.get(path)
+            if path not in matched and index not in quick or not cache.settled(result[0]):
+                complete = False
+                continue
+            rel = path[cut:] if path.startswith(site_dir + "/") else os.path.relpath(path, site_dir)
+            files[rel] = key_text(result[0])
+            if result[2]:
+                heads[rel] = result[2]
+        entries[dist["path"]] = [key_text(dist["record_key"]), files, heads,
+                                 [relative_to(site_dir, p) for p in unhashed], complete, dist.get("record_notes", [])]
+    return entries
+
+
+def relative_to(site_dir, path):
+    if path.startswith(site_dir + "/"):
+        return path[len(site_dir) + 1:]
+    return os.path.relpath(path, site_dir)

@@ -1,0 +1,253 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Helpers of the "audit" section (sent before envdoctor/probe/audit.py): paths as text,
+# RECORD parsing and the metadata of the distributions in a site-packages folder.
+#
+# Paths are handled as text decoded from UTF-8 with surrogateescape, whatever the host's
+# locale, so a filename with non-UTF-8 bytes survives JSON and comes back byte for byte on
+# the controller (path.encode("utf-8", "surrogateescape")).
+
+import binascii
+import csv
+import hashlib
+import io
+import json
+import os
+
+#: Installers that write RECORD; any other (debian, rpm, conda) manages the files itself.
+PYTHON_INSTALLERS = ("pip", "uv", "poetry", "pdm", "installer", "hatch", "pipenv")
+
+
+def fsb(path):
+    return path.encode("utf-8", "surrogateescape")
+
+
+def fst(raw):
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def stat_key(st):
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def key_text(key):
+    """A stat key as one short string: the cache holds 30,000 of them and loads them every run."""
+    return "%d:%d:%d:%d" % tuple(key)
+
+
+# ---------------------------------------------------------------------------------------
+# RECORD and distribution metadata
+
+
+_DIGEST_SIZES = {}
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
+def digest_size(algo):
+    if algo not in _DIGEST_SIZES:
+        try:
+            _DIGEST_SIZES[algo] = hashlib.new(algo).digest_size
+        except (ValueError, TypeError):
+            _DIGEST_SIZES[algo] = None
+    return _DIGEST_SIZES[algo]
+
+
+def parse_record_hash(value):
+    """'sha256=<b64>' -> (algo, hex digest, encoding); encoding is 'b64', 'hex' or an error."""
+    if not value:
+        return None, None, "none"
+    algo, sep, digest = value.partition("=")
+    if not sep or not digest:
+        return None, None, "malformed hash %r" % value[:80]
+    algo = algo.strip().lower()
+    size = digest_size(algo)
+    if size is None:
+        return None, None, "unknown hash algorithm %r" % algo[:40]
+    digest = digest.strip()
+    if len(digest) == size * 2 and _HEX_DIGITS.issuperset(digest):
+        return algo, digest.lower(), "hex"
+    try:
+        # a2b_base64 on translated bytes: urlsafe_b64decode does the same, three times slower.
+        raw = binascii.a2b_base64(digest.encode("ascii").translate(_URLSAFE) + b"=" * (-len(digest) % 4))
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        return None, None, "malformed hash %r" % value[:80]
+    if len(raw) != size:
+        return None, None, "malformed hash %r" % value[:80]
+    return algo, binascii.hexlify(raw).decode("ascii"), "b64"
+
+
+def site_path(site_dir, relative):
+    """Where a RECORD path points; normpath only when needed (it is slow on 20,000 paths)."""
+    if relative.startswith("/") or "./" in relative or "//" in relative:
+        return os.path.normpath(os.path.join(site_dir, relative))
+    return site_dir + "/" + relative
+
+
+def parse_record(text):
+    """RECORD text -> (rows, problems); a row is (relative path, algo, hex, encoding, size)."""
+    rows = []
+    problems = []
+    for number, fields in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not fields or not fields[0]:
+            continue
+        if len(fields) != 3:
+            problems.append("line %d has %d fields, not 3" % (number, len(fields)))
+            fields = (list(fields) + ["", ""])[:3]
+        path, hash_value, size_text = fields
+        algo, digest, encoding = parse_record_hash(hash_value.strip())
+        size = None
+        if size_text.strip():
+            try:
+                size = int(size_text)
+            except ValueError:
+                problems.append("line %d: size %r is not a number" % (number, size_text[:20]))
+        if encoding not in ("b64", "hex", "none"):
+            problems.append("line %d: %s" % (number, encoding))
+        rows.append((path, algo, digest, encoding, size))
+    return rows, problems
+
+
+def read_text(path, limit=None):
+    with open(fsb(path), "rb") as handle:
+        data = handle.read() if limit is None else handle.read(limit)
+    return data.decode("utf-8", "surrogateescape")
+
+
+def metadata_name_version(path):
+    name = version = ""
+    try:
+        text = read_text(path, 64 * 1024)
+    except OSError:
+        return name, version
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if line.startswith("Name:") and not name:
+            name = line[5:].strip()
+        elif line.startswith("Version:") and not version:
+            version = line[8:].strip()
+    return name, version
+
+
+def editable_source(folder):
+    """The source folder of an editable install (direct_url.json), else None."""
+    try:
+        info = json.loads(read_text(os.path.join(folder, "direct_url.json")))
+    except (OSError, ValueError):
+        return None
+    if isinstance(info, dict) and (info.get("dir_info") or {}).get("editable"):
+        return str(info.get("url", ""))
+    return None
+
+
+def read_dist_info(site_dir, entry):
+    folder = os.path.join(site_dir, entry)
+    name, version = metadata_name_version(os.path.join(folder, "METADATA"))
+    if not name:
+        name = entry[: -len(".dist-info")].split("-")[0]
+        version = version or entry[: -len(".dist-info")].partition("-")[2]
+    dist = {"name": name, "version": version, "path": folder, "site": site_dir, "kind": "dist-info",
+            "notes": [], "rows": []}
+    try:
+        dist["installer"] = read_text(os.path.join(folder, "INSTALLER"), 200).strip()
+    except OSError:
+        dist["installer"] = ""
+    dist["editable"] = editable_source(folder)
+    if dist["editable"] is not None:
+        dist["notes"].append("editable install of %s: its source is not verified" % (dist["editable"] or "a folder"))
+    try:
+        dist["record_key"] = stat_key(os.stat(fsb(os.path.join(folder, "RECORD"))))
+        dist["record"] = "ok"
+    except OSError:
+        dist["record_key"] = None
+        load_record(dist)
+    return dist
+
+
+def load_record(dist):
+    """Parse the distribution's RECORD into dist["rows"] (or say why there is none)."""
+    folder = dist["path"]
+    try:
+        text = read_text(os.path.join(folder, "RECORD"))
+    except OSError:
+        try:
+            others = sorted(fst(n) for n in os.listdir(fsb(folder)) if fst(n).startswith("RECORD"))
+        except OSError:
+            others = []
+        installer = dist["installer"] or "an unknown installer"
+        if others:
+            dist["record"] = "renamed"
+            dist["notes"].append(
+                "RECORD was renamed to %s by %s: the environment is externally managed; verify it with "
+                "the system's package manager (debsums, rpm -V)" % (others[0], installer)
+            )
+            try:
+                dist["rows"], _ = parse_record(read_text(os.path.join(folder, others[0])))
+            except OSError:
+                pass
+            dist["rows"] = [(r[0], None, None, "none", None) for r in dist["rows"]]  # known, not verified
+        elif dist["installer"] and dist["installer"] not in PYTHON_INSTALLERS:
+            dist["record"] = "missing"
+            dist["notes"].append("no RECORD: installed by %s, so the environment is externally managed; verify "
+                                 "it with the system's package manager (debsums, rpm -V)" % installer)
+        else:
+            dist["record"] = "missing"
+            dist["notes"].append("no RECORD (installed by %s): its files cannot be verified" % installer)
+        return dist
+    rows, problems = parse_record(text)
+    dist["record"] = "ok"
+    dist["rows"] = rows
+    notes = dist["record_notes"] = []
+    if any(r[3] == "hex" for r in rows):
+        notes.append("malformed RECORD: digests are hex, not urlsafe base64 (a build backend's bug, "
+                     "not tampering); verified as hex")
+    if problems:
+        notes.append("malformed RECORD: %s%s" % ("; ".join(problems[:3]),
+                                                " (and %d more)" % (len(problems) - 3) if len(problems) > 3 else ""))
+    dist["notes"].extend(n for n in notes if n not in dist["notes"])
+    return dist
+
+
+def read_egg_info(site_dir, entry):
+    folder = os.path.join(site_dir, entry)
+    is_dir = os.path.isdir(fsb(folder))
+    meta = os.path.join(folder, "PKG-INFO") if is_dir else folder
+    name, version = metadata_name_version(meta)
+    stem = entry[: -len(".egg-info")]
+    name = name or stem.split("-")[0]
+    dist = {"name": name, "version": version or stem.partition("-")[2].split("-")[0], "path": folder,
+            "site": site_dir, "kind": "egg-info", "record": "none", "installer": "", "editable": None,
+            "rows": [], "covers": [], "notes": []}
+    how = "an .egg-info folder (setuptools)" if is_dir else "a bare .egg-info file (distutils)"
+    dist["notes"].append("installed as %s without RECORD: its files cannot be verified" % how)
+    if is_dir:
+        try:
+            for line in read_text(os.path.join(folder, "installed-files.txt")).splitlines():
+                if line.strip():
+                    dist["rows"].append((os.path.relpath(os.path.join(folder, line.strip()), site_dir),
+                                         None, None, "none", None))
+        except OSError:
+            pass
+        try:
+            dist["covers"] = [t.strip() for t in read_text(os.path.join(folder, "top_level.txt")).splitlines() if t.strip()]
+        except OSError:
+            pass
+    if not dist["covers"]:
+        dist["covers"] = [name.replace("-", "_"), name.replace("-", "_").lower()]
+    return dist
+
+
+def site_distributions(site_dir):
+    try:
+        entries = sorted(fst(e) for e in os.listdir(fsb(site_dir)))
+    except OSError:
+        return []
+    dists = []
+    for entry in entries:
+        if entry.endswith(".dist-info") and os.path.isdir(fsb(os.path.join(site_dir, entry))):
+            dists.append(read_dist_info(site_dir, entry))
+        elif entry.endswith(".egg-info"):
+            dists.append(read_egg_info(site_dir, entry))
+    return dists
+
+

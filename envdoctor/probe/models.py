@@ -1,0 +1,273 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Names are prefixed: every probe module shares one namespace on the host.
+# Section "models": for each model directory, the files a loader reads (config.json,
+# tokenizer_config.json, ...), parsed as JSON; the ranks file of a tiktoken tokenizer
+# counted by streaming; the files auto_map points to, hashed and shipped (small ones) so
+# the controller reads their imports with libcst. The model's code is never imported
+# here. Only with the user's consent does the live loader run, in the venv's own
+# interpreter, as a separate process with stdin closed, offline, and a timeout.
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+from envdoctor.probe.core import run_command, section
+
+MODEL_JSON_FILES = (
+    "config.json",
+    "tokenizer_config.json",
+    "generation_config.json",
+    "special_tokens_map.json",
+)
+CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
+RANKS_FILES = ("tiktoken.model",)
+#: Larger JSON files are not parsed: a config this big is not a config.
+MODEL_MAX_JSON_BYTES = 32 * 1024 * 1024
+#: Model code files above this are hashed but not shipped.
+MODEL_MAX_SOURCE_BYTES = 512 * 1024
+#: A ranks file is verified line by line only up to this size; above, only counted.
+MAX_VERIFIED_RANKS_BYTES = 64 * 1024 * 1024
+
+# Run by the venv's interpreter (whatever transformers it has), never by the probe itself.
+# argv: model_dir. Prints one JSON object. Untrusted first, so that nothing of the model's
+# code is in the process when the untrusted load is judged.
+LIVE_LOADER = r"""
+import json, sys, traceback
+model_dir = sys.argv[1]
+out = {}
+def describe(tok):
+    ids = {}
+    for name in ("bos", "eos", "pad", "unk", "mask"):
+        ids[name + "_token"] = getattr(tok, name + "_token", None)
+        ids[name + "_token_id"] = getattr(tok, name + "_token_id", None)
+    info = {"class": type(tok).__name__, "module": type(tok).__module__,
+            "vocab_size": getattr(tok, "vocab_size", None), "len": len(tok)}
+    info.update(ids)
+    info["special_tokens"] = [str(t) for t in getattr(tok, "all_special_tokens", [])]
+    try:
+        info["chat_template"] = tok.apply_chat_template(
+            [{"role": "user", "content": "Hello"}], tokenize=False, add_generation_prompt=True)
+    except Exception as exc:
+        info["chat_template_error"] = "%s: %s" % (type(exc).__name__, exc)
+    return info
+try:
+    import transformers
+    out["transformers"] = transformers.__version__
+    from transformers import AutoTokenizer
+except Exception as exc:
+    out["import_error"] = "%s: %s" % (type(exc).__name__, exc)
+    print(json.dumps(out, default=str))
+    sys.exit(0)
+for key, trust in (("untrusted", False), ("trusted", True)):
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=trust, local_files_only=True)
+        out[key] = describe(tok)
+    except BaseException as exc:
+        lines = traceback.format_exception_only(type(exc), exc)
+        out[key] = {"error": "".join(lines).strip()[-2000:]}
+print(json.dumps(out, default=str))
+"""
+
+
+def model_file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def model_file_entry(path):
+    try:
+        return {"size": os.path.getsize(path), "sha256": model_file_sha256(path)}
+    except OSError as exc:
+        return {"error": "cannot read: %s" % (exc.strerror or exc)}
+
+
+def read_model_json(path):
+    """(data, error): a clear message for a file that is missing, huge, or not JSON."""
+    try:
+        if os.path.getsize(path) > MODEL_MAX_JSON_BYTES:
+            return None, "%s is larger than %d bytes" % (os.path.basename(path), MODEL_MAX_JSON_BYTES)
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        return None, "cannot read %s: %s" % (os.path.basename(path), exc.strerror or exc)
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except UnicodeDecodeError as exc:
+        return None, "%s is not UTF-8 (byte %d)" % (os.path.basename(path), exc.start)
+    except (ValueError, RecursionError) as exc:  # absurd nesting is bad JSON too, not a probe crash
+        return None, "%s is not valid JSON: %s" % (os.path.basename(path), exc)
+
+
+def check_ranks(path):
+    """Count a tiktoken ranks file by streaming it; verify it where that is affordable."""
+    result = {"file": os.path.basename(path)}
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        result["error"] = "cannot read: %s" % (exc.strerror or exc)
+        return result
+    result["size"] = size
+    verify = size <= MAX_VERIFIED_RANKS_BYTES
+    lines = 0
+    bad_lines = 0
+    first_bad = None
+    ranks_seen = 0
+    max_rank = -1
+    dense = True
+    single_bytes = set()
+    tokens = set()
+    duplicates = 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if not raw.strip():
+                continue
+            lines += 1
+            if not verify:
+                continue
+            parts = raw.split()
+            try:
+                if len(parts) != 2:
+                    raise ValueError("expected `base64-token rank`")
+                token = base64.b64decode(parts[0], validate=True)
+                rank = int(parts[1])
+            except (ValueError, binascii.Error) as exc:
+                bad_lines += 1
+                if first_bad is None:
+                    first_bad = "line %d: %s" % (lines, exc)
+                continue
+            # Ranks must be 0, 1, 2, ... in file order for the ids to be what tiktoken assigns.
+            if rank != ranks_seen:
+                dense = False
+            ranks_seen += 1
+            max_rank = max(max_rank, rank)
+            if len(token) == 1:
+                single_bytes.add(token)
+            if token in tokens:
+                duplicates += 1
+            else:
+                tokens.add(token)
+    result["lines"] = lines
+    result["verified"] = verify
+    if verify:
+        result.update(
+            bad_lines=bad_lines,
+            first_bad=first_bad,
+            dense=dense and bad_lines == 0,
+            max_rank=max_rank,
+            single_bytes=len(single_bytes),
+            duplicates=duplicates,
+        )
+    return result
+
+
+def auto_map_targets(data):
+    """Every 'module.Class' an auto_map names, with the Auto class it is for."""
+    targets = []
+    if not isinstance(data, dict):
+        return targets
+    auto_map = data.get("auto_map")
+    if not isinstance(auto_map, dict):
+        return targets
+    for auto_class, value in sorted(auto_map.items()):
+        values = value if isinstance(value, list) else [value]
+        for ref in values:
+            if isinstance(ref, str) and ref:
+                targets.append((auto_class, ref))
+    return targets
+
+
+def model_module_file(model_dir, ref):
+    """`module.Class` (or `repo--module.Class`) -> the .py file inside the model folder."""
+    if "--" in ref:
+        ref = ref.split("--", 1)[1]
+    module = ref.rsplit(".", 1)[0]
+    return os.path.join(model_dir, *module.split(".")) + ".py"
+
+
+def read_model_code(path):
+    entry = model_file_entry(path)
+    if "error" in entry:
+        return entry
+    if entry["size"] <= MODEL_MAX_SOURCE_BYTES:
+        with open(path, "rb") as handle:
+            entry["source"] = handle.read().decode("utf-8", "replace")
+    else:
+        entry["source_omitted"] = "larger than %d bytes" % MODEL_MAX_SOURCE_BYTES
+    return entry
+
+
+def load_tokenizer_live(python, model_dir, timeout):
+    """Run the live loader in the venv; its dynamic-module cache is a temp folder we remove."""
+    cache = tempfile.mkdtemp(prefix="envdoctor-hf-modules-")
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_MODULES_CACHE=cache,
+               TOKENIZERS_PARALLELISM="false", PYTHONDONTWRITEBYTECODE="1")
+    try:
+        status, out, err = run_command([python, "-c", LIVE_LOADER, model_dir], timeout=timeout, env=env)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    if status != 0:
+        tail = err.strip().splitlines()[-3:]
+        return {"error": "%s exited with %d: %s" % (python, status, " | ".join(tail))}
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": "the tokenizer loader printed no result: %s" % err.strip()[-300:]}
+
+
+def inspect_model(model_dir, args):
+    model = {"path": model_dir}
+    if not os.path.isdir(model_dir):
+        model["error"] = "no such directory" if not os.path.exists(model_dir) else "not a directory"
+        return model
+    model["listing"] = sorted(os.listdir(model_dir))[:500]
+    files = {}
+    parsed = {}
+    errors = {}
+    for name in MODEL_JSON_FILES:
+        path = os.path.join(model_dir, name)
+        if not os.path.exists(path):
+            continue
+        files[name] = model_file_entry(path)
+        data, error = read_model_json(path)
+        if error:
+            errors[name] = error
+        else:
+            parsed[name] = data
+    for name in CHAT_TEMPLATE_FILES:
+        path = os.path.join(model_dir, name)
+        if os.path.isfile(path):
+            files[name] = model_file_entry(path)
+    model["files"] = files
+    model["json"] = parsed
+    model["json_errors"] = errors
+    ranks = [os.path.join(model_dir, n) for n in RANKS_FILES if os.path.isfile(os.path.join(model_dir, n))]
+    model["ranks"] = check_ranks(ranks[0]) if ranks else None
+    code = {}
+    refs = []
+    for source in ("config.json", "tokenizer_config.json"):
+        for auto_class, ref in auto_map_targets(parsed.get(source)):
+            path = model_module_file(model_dir, ref)
+            refs.append({"from": source, "auto_class": auto_class, "ref": ref, "file": os.path.basename(path)})
+            name = os.path.relpath(path, model_dir)
+            if name not in code:
+                code[name] = read_model_code(path) if os.path.isfile(path) else {"error": "missing"}
+    model["auto_map"] = refs
+    model["code"] = code
+    if args.get("trust_remote_code"):
+        python = args.get("python") or sys.executable
+        model["live"] = load_tokenizer_live(python, model_dir, args.get("live_timeout", 180))
+    return model
+
+
+@section("models")
+def models_section(args, emit):
+    return [inspect_model(os.path.abspath(os.path.expanduser(d)), args) for d in args.get("models", [])]

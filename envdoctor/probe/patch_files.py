@@ -1,0 +1,104 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Section "patch_files": the files the patches touch (bytes, base64), the hash RECORD gives
+# for each, and the environment's patch ledger, so `check` can tell a patch's state and
+# `fix` can transform on the controller without another round trip.
+
+import base64
+import glob
+import os
+import re
+
+from envdoctor.probe.core import run_command, section
+
+_NAME_SEP = re.compile(r"[-_.]+")
+
+
+def _canonical(name):
+    return _NAME_SEP.sub("-", name).lower()
+
+
+def _site_dirs(prefix):
+    found = []
+    for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages"):
+        for path in sorted(glob.glob(os.path.join(prefix, pattern))):
+            real = os.path.realpath(path)
+            if real not in [os.path.realpath(p) for p in found]:
+                found.append(path)
+    return found
+
+
+def _find_dist_info(sites, distribution):
+    wanted = _canonical(distribution)
+    for site in sites:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.endswith(".dist-info") and _canonical(entry[: -len(".dist-info")].split("-")[0]) == wanted:
+                return site, os.path.join(site, entry)
+    return None, None
+
+
+def _record_hashes(dist_info, wanted):
+    """RECORD's `sha256=<urlsafe b64>` for each wanted relative path."""
+    hashes = {}
+    try:
+        handle = open(os.path.join(dist_info, "RECORD"), encoding="utf-8", errors="replace")
+    except OSError:
+        return hashes
+    with handle:
+        for line in handle:
+            # RECORD is CSV, but a path with a comma is quoted; the paths we want have none.
+            parts = line.rstrip("\r\n").rsplit(",", 2)
+            if len(parts) == 3 and parts[0] in wanted:
+                hashes[parts[0]] = parts[1]
+    return hashes
+
+
+def read_ledger_lines(prefix):
+    try:
+        with open(os.path.join(prefix, ".envdoctor", "ledger.jsonl"), "rb") as handle:
+            return [line.decode("utf-8", "replace") for line in handle]
+    except OSError:
+        return []
+
+
+def default_prefix():
+    """Without a venv the job uses the python3 a bare command finds: patch that one's prefix."""
+    python = os.environ.get("ENVDOCTOR_PY3") or ""
+    if not python:
+        return ""
+    status, out, _ = run_command([python, "-c", "import sys; print(sys.prefix)"], timeout=30)
+    return out.strip() if status == 0 else ""
+
+
+@section("patch_files")
+def patch_files_section(args, emit):
+    prefix = args.get("prefix") or default_prefix()
+    if not prefix or not os.path.isdir(prefix):
+        return {"prefix": prefix, "files": [], "ledger": [], "error": "no environment at %r" % prefix}
+    sites = _site_dirs(prefix)
+    by_dist = {}
+    for item in args.get("files", []):
+        by_dist.setdefault(item["distribution"], []).append(item["path"])
+    files = []
+    for distribution, paths in sorted(by_dist.items()):
+        site, dist_info = _find_dist_info(sites, distribution)
+        record = _record_hashes(dist_info, set(paths)) if dist_info else {}
+        for rel in paths:
+            entry = {"distribution": distribution, "path": rel, "site": site, "dist_info": dist_info,
+                     "record": record.get(rel)}
+            if site is None:
+                entry["error"] = "%s is not installed in %s" % (distribution, prefix)
+                files.append(entry)
+                continue
+            full = os.path.join(site, rel)
+            entry["file"] = full
+            try:
+                with open(full, "rb") as handle:
+                    entry["data"] = base64.b64encode(handle.read()).decode("ascii")
+            except OSError as exc:
+                entry["error"] = "cannot read %s: %s" % (full, exc.strerror)
+            files.append(entry)
+    return {"prefix": prefix, "files": files, "ledger": read_ledger_lines(prefix)}

@@ -1,0 +1,115 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Section "patch-ledger": the environment's patch ledger (<prefix>/.envdoctor/ledger.jsonl,
+# format in envdoctor/ledger.py) and, for each file it names, the file's sha256 now and the
+# digest its distribution's RECORD gives. Cheap enough for every `check`: it hashes only
+# the patched files, never the whole venv.
+
+import base64
+import binascii
+import csv
+import hashlib
+import io
+import json
+import os
+import sys
+
+from envdoctor.probe.core import section
+
+LEDGER_RELATIVE = os.path.join(".envdoctor", "ledger.jsonl")
+
+
+def _b(path):
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _sha256_of(path):
+    digest = hashlib.sha256()
+    with open(_b(path), "rb") as handle:
+        while True:
+            chunk = handle.read(1 << 20)
+            if not chunk:
+                break
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _record_digest(value):
+    algo, _, digest = value.partition("=")
+    if algo != "sha256" or not digest:
+        return None
+    if len(digest) == 64:
+        return digest.lower()  # a hex RECORD (malformed, but unambiguous)
+    try:
+        return binascii.hexlify(base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4))).decode("ascii")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _record_entries(files):
+    """file -> (RECORD sha256 hex, 'name version') for the files some RECORD lists."""
+    wanted = set(os.path.normpath(f) for f in files)
+    found = {}
+    folders = set()
+    for path in wanted:
+        # A file's RECORD is in a .dist-info beside the top-level folder that holds it.
+        parent = os.path.dirname(path)
+        while parent and parent != os.path.dirname(parent):
+            if os.path.basename(parent) in ("site-packages", "dist-packages"):
+                folders.add(parent)
+                break
+            parent = os.path.dirname(parent)
+    for folder in sorted(folders):
+        try:
+            entries = os.listdir(_b(folder))
+        except OSError:
+            continue
+        for raw in entries:
+            entry = raw.decode("utf-8", "surrogateescape")
+            if not entry.endswith(".dist-info"):
+                continue
+            try:
+                with open(_b(os.path.join(folder, entry, "RECORD")), "rb") as handle:
+                    text = handle.read().decode("utf-8", "surrogateescape")
+            except OSError:
+                continue
+            label = entry[: -len(".dist-info")].replace("-", " ", 1)
+            for row in csv.reader(io.StringIO(text)):
+                if len(row) < 2:
+                    continue
+                full = os.path.normpath(os.path.join(folder, row[0]))
+                if full in wanted:
+                    found[full] = (_record_digest(row[1]), label)
+    return found
+
+
+@section("patch-ledger")
+def patch_ledger_section(args, emit):
+    prefix = args.get("prefix") or sys.prefix
+    path = os.path.join(prefix, LEDGER_RELATIVE)
+    try:
+        with open(_b(path), "rb") as handle:
+            lines = handle.read().decode("utf-8", "surrogateescape").splitlines()
+    except FileNotFoundError:
+        return {"prefix": prefix, "path": path, "exists": False, "lines": [], "files": {}}
+    files = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a torn last line: the ledger's parser skips it too
+        if isinstance(entry, dict) and entry.get("file") and entry["file"] not in files:
+            files.append(str(entry["file"]))
+    records = _record_entries(files)
+    facts = {}
+    for name in files:
+        fact = {"exists": os.path.isfile(_b(name)), "sha256": None, "record_sha256": None, "record_of": None}
+        if fact["exists"]:
+            try:
+                fact["sha256"] = _sha256_of(name)
+            except OSError as exc:
+                fact["error"] = str(exc)
+        record = records.get(os.path.normpath(name))
+        if record:
+            fact["record_sha256"], fact["record_of"] = record
+        facts[name] = fact
+    return {"prefix": prefix, "path": path, "exists": True, "lines": lines, "files": facts}

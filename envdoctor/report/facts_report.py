@@ -1,0 +1,52 @@
+"""``envdoctor facts`` output: the JSON document (the contract), a text view, JUnit for CI."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+#: The keys the text view shows first, in this order; the JSON has them all.
+TEXT_KEYS = (
+    "host", "python", "model", "architecture", "model_type", "text_model_type", "config_nested_in",
+    "hidden_size", "num_hidden_layers", "vocab_size", "kv_lora_rank", "n_routed_experts", "num_experts_per_tok",
+    "tokenizer_class", "tokenizer_facts_from", "bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id",
+    "mask_token_id", "chat_template",
+)
+
+
+def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    if fmt == "junit":
+        return _junit(doc)
+    return _text(doc)
+
+
+def _text(doc: Mapping[str, Any]) -> str:
+    lines = [f"{key}: {_show(doc.get(key))}" for key in TEXT_KEYS if key in doc]
+    for group in ("dflash", "eagle3"):
+        for key, value in (doc.get(group) or {}).items():
+            lines.append(f"{group}.{key}: {_show(value)}")
+    lines += [f"problem: {p}" for p in doc.get("problems", [])]
+    return "\n".join(lines) + "\n"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def _junit(doc: Mapping[str, Any]) -> str:
+    problems = list(doc.get("problems", []))
+    root = ET.Element("testsuites", name="envdoctor facts", tests="1", failures=str(min(1, len(problems))))
+    suite = ET.SubElement(root, "testsuite", name=str(doc.get("host")), tests="1", failures=str(min(1, len(problems))))
+    case = ET.SubElement(suite, "testcase", classname=str(doc.get("host")), name=f"facts {doc.get('model')}")
+    if problems:
+        ET.SubElement(case, "failure", message=problems[0]).text = "\n".join(problems)
+    ET.SubElement(case, "system-out").text = json.dumps(doc, sort_keys=True)
+    return ET.tostring(root, encoding="unicode") + "\n"

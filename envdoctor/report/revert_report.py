@@ -1,0 +1,43 @@
+"""Reports of `envdoctor revert`: text, json, junit (one test case per file)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from envdoctor import __version__
+from envdoctor.revert import HostRevert
+
+
+def _text(results: Sequence[HostRevert]) -> str:
+    lines = []
+    for host in results:
+        lines.append(f"{host.host}  {host.patch}  {'OK' if host.ok else 'NOT REVERTED'}")
+        if host.error:
+            lines.append(f"  ✗ {host.error}")
+        for item in host.files:
+            lines.append(f"  {'✓' if item.ok else '✗'} {item.file}: {item.result} ({item.message})")
+    return "\n".join(lines) + "\n"
+
+
+def _junit(results: Sequence[HostRevert]) -> str:
+    suites = ET.Element("testsuites", name="envdoctor revert")
+    for host in results:
+        cases = [(f.file, None if f.ok else f.message) for f in host.files] or [(host.patch, host.error)]
+        suite = ET.SubElement(suites, "testsuite", name=host.host, tests=str(len(cases)),
+                              failures=str(sum(1 for _, err in cases if err)))
+        for name, error in cases:
+            case = ET.SubElement(suite, "testcase", classname=f"{host.host}.{host.patch}", name=name)
+            if error:
+                ET.SubElement(case, "failure", message=error)
+    return ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def render_revert(results: Sequence[HostRevert], fmt: str) -> str:
+    if fmt == "json":
+        data = {"envdoctor": __version__, "command": "revert", "hosts": [r.to_json() for r in results]}
+        return json.dumps(data, indent=2) + "\n"
+    if fmt == "junit":
+        return _junit(results)
+    return _text(results)

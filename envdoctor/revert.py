@@ -1,0 +1,63 @@
+"""`envdoctor revert HOST PATCH`: put back the original files of a recorded patch.
+
+One connection per host: probe the environment and its ledger, then send the host program
+that restores each backup after checking the file is still what envdoctor wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from envdoctor.errors import PatchError
+from envdoctor.fleet import FleetSettings, open_transport
+from envdoctor.gather import gather_facts
+from envdoctor.inventory import HostSpec
+from envdoctor.patching import PatchFiles, RevertResult, revert_patch
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class HostRevert:
+    host: str
+    patch: str
+    files: tuple[RevertResult, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(f.ok for f in self.files)
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "host": self.host, "patch": self.patch, "ok": self.ok,
+            "files": [{"file": f.file, "result": f.result, "message": f.message} for f in self.files],
+        }
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+async def revert_on_host(spec: HostSpec, settings: FleetSettings, patch_id: str) -> HostRevert:
+    """Revert ``patch_id`` in the host's environment; problems become ``error``, not exceptions."""
+    transport = open_transport(spec, settings)
+    await transport.connect()
+    try:
+        facts = await gather_facts(transport, spec, sections=["venvs", "patch_files"])
+        if facts.problem is not None:
+            return HostRevert(spec.name, patch_id, error=facts.problem.message)
+        env = facts.env_at(spec.venv) if spec.venv else facts.default_env
+        files = PatchFiles.from_facts(facts)
+        if env is None or not env.runs or files is None or files.error:
+            reason = (files.error if files else None) or f"no working Python environment at {spec.venv or 'python3'}"
+            return HostRevert(spec.name, patch_id, error=reason)
+        try:
+            results = await revert_patch(transport, env, files, patch_id)
+        except PatchError as exc:
+            return HostRevert(spec.name, patch_id, error=str(exc))
+        log.info("revert_done", host=spec.name, patch=patch_id, results=[r.result for r in results])
+        return HostRevert(spec.name, patch_id, tuple(results))
+    finally:
+        await transport.close()

@@ -1,0 +1,462 @@
+"""The trust_remote_code scanner: model-loading calls, found by what their names resolve to.
+
+A *site* is a call of ``from_pretrained`` on a transformers ``Auto*`` class, or of a vLLM
+entry point that takes the flag (``vllm.LLM``, ``vllm.EngineArgs``,
+``vllm.config.ModelConfig``). Names are resolved with libcst's ``QualifiedNameProvider``,
+as Python binds them: aliases, function-local imports, submodule and relative imports; a
+local class that merely shares a name is not transformers, and text in strings, comments
+and docstrings is never a call.
+
+Parsing with libcst is slow (about 1 MB/s) and resolving names costs several times more,
+so a byte filter first drops the files that cannot hold a site, and CPython's ``ast`` then
+tells which files and statements libcst needs to see (:mod:`envdoctor.scan_prune`). The
+byte filter also runs on remote hosts inside the probe (:mod:`envdoctor.probe.sources`);
+:data:`FILTER_PATTERNS` is the one place its patterns live.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import libcst.helpers
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+
+from envdoctor.probe.sources import compile_site_filter, bytes_are_utf8, bytes_might_hold_site
+from envdoctor.scan_prune import candidate_names, prune_source
+
+# States of a site, as the JSON contract names them.
+OK, EXPLICIT_FALSE, PARAMETERIZED, KWARGS, MISSING = "ok", "explicit-false", "parameterized", "kwargs", "missing"
+STATES = (MISSING, EXPLICIT_FALSE, PARAMETERIZED, KWARGS, OK)
+#: States that are a gap: the call will not pass trust_remote_code=True.
+GAPS = frozenset({MISSING, EXPLICIT_FALSE})
+
+KEYWORD = "trust_remote_code"
+
+_AUTO_CLASS = re.compile(r"^(?:TF|Flax)?Auto[A-Z]\w*$")
+
+#: vLLM entry points, by every module path they are importable from -> the name we report.
+VLLM_CALLEES: dict[str, str] = {
+    "vllm.LLM": "vllm.LLM",
+    "vllm.entrypoints.llm.LLM": "vllm.LLM",
+    "vllm.EngineArgs": "vllm.EngineArgs",
+    "vllm.engine.arg_utils.EngineArgs": "vllm.EngineArgs",
+    "vllm.AsyncEngineArgs": "vllm.AsyncEngineArgs",
+    "vllm.engine.arg_utils.AsyncEngineArgs": "vllm.AsyncEngineArgs",
+    "vllm.config.ModelConfig": "vllm.config.ModelConfig",
+    "vllm.config.model.ModelConfig": "vllm.config.ModelConfig",
+}
+
+
+def _referenced(name: str) -> str:
+    """A regex for `name` where Python code can bind or reach it: after a dot, on an import
+    line, or alone at the start of a line (a name in a parenthesised import list)."""
+    return rf"(?:\.\s*|\bimport\b[^\n]*\b|^[ \t]*(?={name}[ \t]*(?:,|\)|\\|$|as\b))){name}\b"
+
+
+_AUTO = r"(?:TF|Flax)?Auto[A-Z]\w*"
+
+#: The byte filter: a file may hold a site when every [anchor, regex] of some group matches
+#: on a code line. QualifiedNameProvider resolves only through imports and attributes, so a
+#: site reads ``AutoX.from_pretrained`` (after a module or not), or the file imports
+#: ``AutoX as Y`` and calls ``Y.from_pretrained``; a vLLM call needs its class name imported
+#: or reached as an attribute. So the filtered scan finds exactly what parsing every file
+#: finds, except a comment placed between a class and ``.from_pretrained`` (never seen).
+FILTER_PATTERNS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("from_pretrained", _AUTO + r"[\s)\\]*\.\s*from_pretrained\b"),),
+    (("from_pretrained", r"\.\s*from_pretrained\b"), (" as", _AUTO + r"\s+as\s+\w")),
+    (("LLM", _referenced("LLM")),),
+    (("EngineArgs", _referenced(r"\w*EngineArgs")),),
+    (("ModelConfig", _referenced("ModelConfig")),),
+)
+_COMPILED_FILTER = compile_site_filter(FILTER_PATTERNS)
+
+
+def might_contain_site(data: bytes) -> bool:
+    """The cheap byte filter: False means the file certainly holds no site."""
+    return bytes_might_hold_site(data, _COMPILED_FILTER)
+
+
+def filter_args() -> list[list[list[str]]]:
+    """The filter's patterns as JSON, for the probe section that runs it on a host."""
+    return [[list(pair) for pair in group] for group in FILTER_PATTERNS]
+
+
+@dataclass(frozen=True)
+class Site:
+    """One model-loading call and whether it passes trust_remote_code=True."""
+
+    path: str
+    line: int
+    column: int
+    callee: str
+    state: str
+
+    @property
+    def is_gap(self) -> bool:
+        return self.state in GAPS
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "column": self.column, "callee": self.callee, "state": self.state}
+
+
+@dataclass(frozen=True)
+class ScanError:
+    """A file that could not be scanned (not UTF-8, does not parse, unreadable)."""
+
+    path: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    sites: tuple[Site, ...] = ()
+    errors: tuple[ScanError, ...] = ()
+    #: Files looked at, their total size, and how many passed the byte filter to be parsed.
+    files: int = 0
+    bytes: int = 0
+    parsed: int = 0
+
+    @property
+    def gaps(self) -> tuple[Site, ...]:
+        return tuple(s for s in self.sites if s.is_gap)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sites": [s.to_json() for s in self.sites], "errors": [e.to_json() for e in self.errors]}
+
+
+def resolve_relative(name: str, package: str | None) -> str | None:
+    """``..auto.AutoModel`` inside package ``transformers.models.bert`` -> absolute; None if unknown."""
+    if not name.startswith("."):
+        return name
+    if not package:
+        return None
+    rest = name.lstrip(".")
+    up = len(name) - len(rest) - 1
+    parts = package.split(".")
+    if up >= len(parts):
+        return None
+    base = parts[: len(parts) - up]
+    return ".".join(base + ([rest] if rest else []))
+
+
+def canonical_callee(qualified: str) -> str | None:
+    """The reported name of a resolved callee, or None when it is not a model loader."""
+    if qualified in VLLM_CALLEES:
+        return VLLM_CALLEES[qualified]
+    parts = qualified.split(".")
+    if len(parts) >= 3 and parts[0] == "transformers" and parts[-1] == "from_pretrained" and _AUTO_CLASS.match(parts[-2]):
+        return f"transformers.{parts[-2]}.from_pretrained"
+    return None
+
+
+def classify(call: cst.Call) -> str:
+    """The site's state, from its arguments alone."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == KEYWORD:
+            value = arg.value
+            if isinstance(value, cst.Name) and value.value == "True":
+                return OK
+            if isinstance(value, cst.Name) and value.value == "False":
+                return EXPLICIT_FALSE
+            return PARAMETERIZED
+    if any(arg.star == "**" for arg in call.args):
+        return KWARGS  # the dict may hold the keyword; only running the code would tell
+    return MISSING
+
+
+class _SiteFinder(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+
+    def __init__(self, path: str, package: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.package = package
+        self.sites: list[Site] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        callee = self._callee(node)
+        if callee is None:
+            return
+        start = self.get_metadata(PositionProvider, node).start
+        self.sites.append(Site(self.path, start.line, start.column, callee, classify(node)))
+
+    def _callee(self, node: cst.Call) -> str | None:
+        names = self.get_metadata(QualifiedNameProvider, node.func, set())
+        found = set()
+        for qualified in names:
+            absolute = resolve_relative(qualified.name, self.package)
+            callee = canonical_callee(absolute) if absolute else None
+            if callee:
+                found.add(callee)
+        # Conditional imports can give one name two meanings; report it once, stably.
+        return min(found) if found else None
+
+
+#: Last names of the vLLM entry points, for the quick look before names are resolved.
+_VLLM_NAMES = frozenset(name.rsplit(".", 1)[1] for name in VLLM_CALLEES)
+
+
+class _CandidateFinder(cst.CSTVisitor):
+    """Whether a module has a call that name resolution could turn into a site.
+
+    Resolving names (scopes, then qualified names, then positions) costs several times the
+    parse, so it only runs when some call's leftmost name is bound by an import and the call
+    is ``.from_pretrained`` or names a vLLM entry point. QualifiedNameProvider resolves
+    only through imports, so a call without that shape can never resolve to a site.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Name bound by an import -> the last part of what it imports.
+        self.imported: dict[str, str] = {}
+        self.calls: list[cst.BaseExpression] = []
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = cst.helpers.get_full_name_for_node(alias.name) or ""
+            bound = alias.asname.name if alias.asname is not None else None
+            if isinstance(bound, cst.Name):
+                self.imported[bound.value] = dotted.rsplit(".", 1)[-1]
+            else:
+                self.imported[dotted.split(".")[0]] = dotted.split(".")[0]
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = cst.helpers.get_full_name_for_node(alias.name) or ""
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(bound, cst.Name):
+                self.imported[bound.value] = name
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node.func)
+
+    def is_candidate(self, func: cst.BaseExpression) -> bool:
+        leftmost = func
+        while isinstance(leftmost, cst.Attribute):
+            leftmost = leftmost.value
+        if not isinstance(leftmost, cst.Name) or leftmost.value not in self.imported:
+            return False
+        if isinstance(func, cst.Attribute):
+            return func.attr.value == "from_pretrained" or func.attr.value in _VLLM_NAMES
+        return self.imported[leftmost.value] in _VLLM_NAMES
+
+
+def has_candidate_calls(module: cst.Module) -> bool:
+    finder = _CandidateFinder()
+    module.visit(finder)
+    return any(finder.is_candidate(func) for func in finder.calls)
+
+
+def find_sites(
+    wrapper: MetadataWrapper, path: str, *, package: str | None = None, precheck: bool = True
+) -> list[Site]:
+    """Every model-loading call in a module, in source order.
+
+    ``package`` is the dotted package the module lives in; without it, calls reached
+    through relative imports cannot be resolved and are not reported. ``precheck`` skips
+    name resolution when no call has the shape of a site (see :class:`_CandidateFinder`).
+    """
+    if precheck and not has_candidate_calls(wrapper.module):
+        return []
+    finder = _SiteFinder(path, package)
+    wrapper.visit(finder)
+    return sorted(finder.sites, key=lambda s: (s.line, s.column))
+
+
+def _parse_error(path: str, exc: Exception) -> ScanError:
+    if isinstance(exc, cst.ParserSyntaxError):
+        return ScanError(path, f"does not parse: line {exc.raw_line}: {exc.message}")
+    return ScanError(path, f"does not parse: {type(exc).__name__}: {exc}")
+
+
+def parse_module(source: bytes, path: str) -> tuple[cst.Module | None, ScanError | None]:
+    """libcst's module for `source`, or why there is none. Never raises."""
+    try:
+        source.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, ScanError(path, f"not UTF-8 text (byte {exc.start})")
+    try:
+        return cst.parse_module(source), None
+    except Exception as exc:  # libcst has raised other types than ParserSyntaxError on odd input
+        return None, _parse_error(path, exc)
+
+
+_NO_CANDIDATES = object()
+
+
+def _pruned_module(text: str) -> cst.Module | object | None:
+    """The pruned module to resolve (see :mod:`envdoctor.scan_prune`), _NO_CANDIDATES when
+    no call can be a site, or None when the shortcut does not apply (ast cannot read it)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # maybe syntax newer than this interpreter's: let libcst decide
+    names = candidate_names(tree, {"from_pretrained"}, _VLLM_NAMES)
+    if not names:
+        return _NO_CANDIDATES
+    pruned = prune_source(text, tree, names)
+    if pruned is None:
+        return None
+    try:
+        return cst.parse_module(pruned)
+    except Exception:  # the pruning made something libcst rejects: fall back to the original
+        return None
+
+
+def scan_source(
+    source: bytes, path: str, *, package: str | None = None, shortcuts: bool = True
+) -> tuple[list[Site], ScanError | None]:
+    """The sites in one file's bytes; an unreadable file is an error value, never an exception.
+
+    ``shortcuts=False`` resolves names in the whole original file: much slower, the same
+    findings; the reference the tests and the benchmark compare against.
+    """
+    try:
+        text = source.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [], ScanError(path, f"not UTF-8 text (byte {exc.start})")
+    pruned = _pruned_module(text) if shortcuts else None
+    if pruned is _NO_CANDIDATES:
+        return [], None
+    if isinstance(pruned, cst.Module):
+        try:
+            return _resolve(pruned, path, package, precheck=True), None
+        except Exception:  # the pruned tree upset name resolution: resolve the original instead
+            pass
+    module, error = parse_module(source, path)
+    if module is None:
+        return [], error
+    try:
+        return _resolve(module, path, package, precheck=shortcuts), None
+    except Exception as exc:  # a metadata failure on one exotic file must not end the scan
+        return [], ScanError(path, f"cannot resolve names: {type(exc).__name__}: {exc}")
+
+
+def _resolve(module: cst.Module, path: str, package: str | None, *, precheck: bool) -> list[Site]:
+    # No copy: nothing here changes the tree, and copying costs as much as parsing.
+    return find_sites(MetadataWrapper(module, unsafe_skip_copy=True), path, package=package, precheck=precheck)
+
+
+def package_of_relative_path(relpath: str) -> str | None:
+    """The package of a file given by its path under site-packages (as RECORD lists it)."""
+    parent = os.path.dirname(relpath.replace(os.sep, "/"))
+    return parent.replace("/", ".") or None
+
+
+def package_of_file(path: Path) -> str | None:
+    """The dotted package a file belongs to, found by walking up the __init__.py files."""
+    parts: list[str] = []
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts) or None
+
+
+@dataclass(frozen=True)
+class _FileResult:
+    sites: tuple[Site, ...]
+    error: ScanError | None
+    size: int
+    parsed: bool
+
+
+def _scan_file(task: tuple[str, str, bool, bool]) -> _FileResult:
+    """Worker: read, filter and parse one file (module-level so worker processes can run it)."""
+    abspath, relpath, use_filter, shortcuts = task
+    try:
+        data = Path(abspath).read_bytes()
+    except OSError as exc:
+        return _FileResult((), ScanError(relpath, f"unreadable: {exc.strerror}"), 0, False)
+    # A file that is not UTF-8 is reported as an error whether or not it passes the filter.
+    if use_filter and not might_contain_site(data) and bytes_are_utf8(data):
+        return _FileResult((), None, len(data), False)
+    sites, error = scan_source(data, relpath, package=package_of_file(Path(abspath)), shortcuts=shortcuts)
+    return _FileResult(tuple(sites), error, len(data), True)
+
+
+@dataclass
+class TrustRemoteCodeScanner:
+    """Scans files and folders for model-loading calls.
+
+    ``jobs`` > 1 parses in that many worker processes (libcst is CPU-bound).
+    ``use_filter=False`` reads every file past the byte filter, and ``shortcuts=False``
+    resolves names in every whole file with libcst (see :func:`scan_source`): slower, with
+    the same findings; kept for the tests and the benchmark that prove it.
+    """
+
+    jobs: int = 1
+    use_filter: bool = True
+    shortcuts: bool = True
+    exclude_dirs: frozenset[str] = field(default_factory=lambda: frozenset({"__pycache__", ".git", ".tox", ".venv", "node_modules"}))
+
+    def python_files(self, root: Path) -> Iterator[tuple[str, str]]:
+        """(absolute path, path relative to the scanned root) of each .py file, sorted."""
+        if root.is_file():
+            yield str(root), root.name
+            return
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in self.exclude_dirs)
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    full = os.path.join(folder, name)
+                    yield full, os.path.relpath(full, root)
+
+    def scan(self, paths: Iterable[str | os.PathLike[str]]) -> ScanReport:
+        tasks = [(a, r, self.use_filter, self.shortcuts) for p in paths for a, r in self.python_files(Path(p))]
+        return self._collect(self._run(tasks))
+
+    def _run(self, tasks: Sequence[tuple[str, str, bool, bool]]) -> Iterable[_FileResult]:
+        if self.jobs <= 1 or len(tasks) < 2:
+            return map(_scan_file, tasks)
+        with ProcessPoolExecutor(max_workers=self.jobs) as pool:
+            # Small chunks: the few files that pass the filter cost nearly all the time, and
+            # they cluster in folders, so big chunks would leave one worker with all of them.
+            return list(pool.map(_scan_file, tasks, chunksize=max(1, min(16, len(tasks) // (self.jobs * 8)))))
+
+    @staticmethod
+    def _collect(results: Iterable[_FileResult]) -> ScanReport:
+        sites: list[Site] = []
+        errors: list[ScanError] = []
+        files = size = parsed = 0
+        for result in results:
+            files += 1
+            size += result.size
+            parsed += result.parsed
+            sites.extend(result.sites)
+            if result.error is not None:
+                errors.append(result.error)
+        sites.sort(key=lambda s: (s.path, s.line, s.column))
+        return ScanReport(tuple(sites), tuple(errors), files, size, parsed)
+
+
+#: Libraries whose dependents load models: their installed dependents are scanned by ``check``.
+LOADER_LIBRARIES = ("transformers", "vllm", "sglang")
+#: What one probe run may ship to the controller: the filter passes a few % of a library,
+#: and the probe's whole output (base64 adds a third) must stay under the transport's
+#: 64 MB cap, which other sections share.
+MAX_SHIPPED_BYTES = 16 * 1024 * 1024
+
+
+def sources_request(venv: str | None, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """Arguments of the probe section ``sources`` (see :mod:`envdoctor.probe.sources`)."""
+    return {
+        "prefix": venv,
+        "depends_on": list(LOADER_LIBRARIES),
+        "extra": list(extra),
+        "patterns": filter_args(),
+        "max_total_bytes": MAX_SHIPPED_BYTES,
+    }

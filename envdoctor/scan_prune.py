@@ -1,0 +1,94 @@
+"""Make libcst's name resolution cheap: decide with CPython's ``ast`` what it needs to see.
+
+libcst parses at about 1 MB/s, and resolving scopes, qualified names and positions costs
+several times more; CPython's ``ast`` parses one to two orders of magnitude faster. So
+before libcst sees a file, ``ast`` answers two questions:
+
+1. Can any call here resolve to a model loader? QualifiedNameProvider resolves names only
+   through imports, so a call is a candidate only when its leftmost name is bound by an
+   import and it calls ``.from_pretrained`` or names a vLLM entry point. No candidate, no
+   libcst at all.
+2. Which statements can change what those leftmost names mean? Only those that mention
+   them (bindings, ``global``, the calls themselves) and the imports. Every other simple
+   statement that fills its lines alone is replaced by ``pass`` (a docstring, an
+   assignment, a return...), keeping every other line and column where it was, so libcst
+   resolves the same names at the same positions in a much smaller tree.
+
+Both are shortcuts the scanner can turn off (``shortcuts=False``); the tests and the
+benchmark check that the findings are the same either way.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection
+
+#: Statements that may be replaced by ``pass``: they bind no name that the scope of a kept
+#: name depends on unless they mention it (which keeps them).
+_REPLACEABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise, ast.Assert,
+                ast.Delete, ast.Pass, ast.Break, ast.Continue)
+
+
+def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Collection[str]) -> set[str]:
+    """Leftmost names of the calls that might resolve to a loader.
+
+    A call qualifies when its leftmost name is bound by an import, and it is an attribute
+    in ``attributes`` (``from_pretrained``) or in ``entry_points``, or a bare name that
+    imports one of ``entry_points``.
+    """
+    imported: dict[str, str] = {}
+    funcs: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    imported[alias.asname] = alias.name.rsplit(".", 1)[-1]
+                else:
+                    top = alias.name.split(".")[0]
+                    imported[top] = top
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    imported[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.Call):
+            funcs.append(node.func)
+    names: set[str] = set()
+    for func in funcs:
+        leftmost = func
+        while isinstance(leftmost, ast.Attribute):
+            leftmost = leftmost.value
+        if not isinstance(leftmost, ast.Name) or leftmost.id not in imported:
+            continue
+        if isinstance(func, ast.Attribute):
+            wanted = func.attr in attributes or func.attr in entry_points
+        else:
+            wanted = imported[leftmost.id] in entry_points
+        if wanted:
+            names.add(leftmost.id)
+    return names
+
+
+def prune_source(text: str, tree: ast.AST, names: Collection[str]) -> str | None:
+    """`text` with every simple statement that cannot matter to `names` replaced by ``pass``.
+
+    Line numbers and the columns of every kept line are unchanged. None when the text has
+    line breaks that ``ast`` and a plain split could count differently.
+    """
+    if "\r" in text.replace("\r\n", ""):
+        return None  # old Mac line ends: line numbers would not match ast's
+    lines = text.split("\n")
+    keep = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in names}
+    for node in ast.walk(tree):
+        if not isinstance(node, _REPLACEABLE) or node.end_lineno is None or node.end_col_offset is None:
+            continue
+        first, last = node.lineno, node.end_lineno
+        if any(line in keep for line in range(first, last + 1)):
+            continue
+        head = lines[first - 1].encode("utf-8")[: node.col_offset]
+        tail = lines[last - 1].encode("utf-8")[node.end_col_offset :].strip()
+        if head.strip() or (tail and not tail.startswith(b"#")):
+            continue  # shares a line with other code (`a; b`, `if x: y`): leave it
+        for index in range(first - 1, last):
+            ending = "\r" if lines[index].endswith("\r") else ""
+            lines[index] = (head.decode("utf-8") + "pass" if index == first - 1 else "") + ending
+    return "\n".join(lines)

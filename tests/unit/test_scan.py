@@ -1,0 +1,371 @@
+"""The trust_remote_code scanner: name resolution, states, errors, and the byte filter."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from envdoctor.scan import (
+    TrustRemoteCodeScanner,
+    canonical_callee,
+    might_contain_site,
+    package_of_relative_path,
+    resolve_relative,
+    scan_source,
+)
+
+
+def sites_of(source: str, *, package: str | None = None) -> list[tuple[int, str, str]]:
+    """(line, callee, state) of every site; the filter must pass whatever the parser finds."""
+    data = textwrap.dedent(source).encode()
+    sites, error = scan_source(data, "m.py", package=package)
+    reference, reference_error = scan_source(data, "m.py", package=package, shortcuts=False)
+    assert error is None and reference_error is None
+    assert sites == reference, "the ast shortcuts changed what libcst finds"
+    if sites:
+        assert might_contain_site(data), "the byte filter dropped a file that holds a site"
+    return [(s.line, s.callee, s.state) for s in sites]
+
+
+TOK = "transformers.AutoTokenizer.from_pretrained"
+CFG = "transformers.AutoConfig.from_pretrained"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param(
+            """
+            import transformers as tf
+            tok = tf.AutoTokenizer.from_pretrained(path)
+            """,
+            [(3, TOK, "missing")],
+            id="module-alias",
+        ),
+        pytest.param(
+            """
+            from transformers import AutoTokenizer as AT
+            tok = AT.from_pretrained(path, trust_remote_code=True)
+            """,
+            [(3, TOK, "ok")],
+            id="class-alias",
+        ),
+        pytest.param(
+            """
+            def load(path):
+                from transformers import AutoConfig
+                return AutoConfig.from_pretrained(path, trust_remote_code=False)
+            """,
+            [(4, CFG, "explicit-false")],
+            id="function-local-import",
+        ),
+        pytest.param(
+            """
+            from transformers.models.auto import AutoModelForCausalLM
+            from transformers.models.auto.processing_auto import AutoProcessor
+            m = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=args.trust)
+            p = AutoProcessor.from_pretrained(path, **kwargs)
+            """,
+            [(4, "transformers.AutoModelForCausalLM.from_pretrained", "parameterized"),
+             (5, "transformers.AutoProcessor.from_pretrained", "kwargs")],
+            id="submodule-imports",
+        ),
+        pytest.param(
+            """
+            import transformers
+            a = transformers.AutoImageProcessor.from_pretrained(p, **kw, trust_remote_code=True)
+            b = transformers.AutoFeatureExtractor.from_pretrained(p, trust_remote_code=flag, **kw)
+            """,
+            [(3, "transformers.AutoImageProcessor.from_pretrained", "ok"),
+             (4, "transformers.AutoFeatureExtractor.from_pretrained", "parameterized")],
+            id="explicit-keyword-wins-over-kwargs",
+        ),
+        pytest.param(
+            """
+            class AutoTokenizer:
+                @classmethod
+                def from_pretrained(cls, path):
+                    return cls()
+            tok = AutoTokenizer.from_pretrained(path)
+            """,
+            [],
+            id="local-class-sharing-the-name",
+        ),
+        pytest.param(
+            '''
+            """Load with AutoTokenizer.from_pretrained(path) from transformers."""
+            import transformers
+            # tok = transformers.AutoTokenizer.from_pretrained(path)
+            text = "transformers.AutoTokenizer.from_pretrained(path)"
+            def f():
+                """
+                >>> from transformers import AutoTokenizer
+                >>> AutoTokenizer.from_pretrained("x")
+                """
+            ''',
+            [],
+            id="docstrings-comments-strings",
+        ),
+        pytest.param(
+            """
+            from transformers import AutoTokenizer
+            tok = AutoTokenizer.from_config(config)
+            ref = AutoTokenizer.from_pretrained
+            other = transformers_like.AutoTokenizer.from_pretrained(path)
+            """,
+            [],
+            id="not-a-loading-call",
+        ),
+        pytest.param(
+            """
+            import vllm
+            from vllm import LLM as Engine, EngineArgs
+            from vllm.config import ModelConfig
+            from vllm.entrypoints.llm import LLM
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            a = vllm.LLM(model=path)
+            b = Engine(path, trust_remote_code=True)
+            c = EngineArgs(model=path, trust_remote_code=False)
+            d = ModelConfig(model=path, **overrides)
+            e = LLM(path)
+            f = AsyncEngineArgs(model=path)
+            """,
+            [(7, "vllm.LLM", "missing"), (8, "vllm.LLM", "ok"), (9, "vllm.EngineArgs", "explicit-false"),
+             (10, "vllm.config.ModelConfig", "kwargs"), (11, "vllm.LLM", "missing"),
+             (12, "vllm.AsyncEngineArgs", "missing")],
+            id="vllm-entry-points",
+        ),
+        pytest.param(
+            """
+            from transformers import (
+                AutoConfig,
+                AutoTokenizer,
+            )
+            tok = (
+                AutoTokenizer
+                .from_pretrained(
+                    path,
+                )
+            )
+            """,
+            [(7, TOK, "missing")],
+            id="parenthesised-import-and-call-over-lines",
+        ),
+        pytest.param(
+            """
+            import transformers.models.auto as auto
+            x = auto.AutoModel.from_pretrained(p)
+            import transformers.AutoModel
+            """,
+            [(3, "transformers.AutoModel.from_pretrained", "missing")],
+            id="module-alias-of-submodule",
+        ),
+    ],
+)
+def test_sites_are_found_by_what_names_resolve_to(source, expected):
+    """Each call is found (or not) by its resolved name, with the right line and state."""
+    assert sites_of(source) == expected
+
+
+def test_relative_imports_resolve_inside_their_package():
+    """`from ..auto import AutoModel` inside transformers is transformers; elsewhere it is not."""
+    source = """
+    from ..auto import AutoModel
+    from .llm import LLM
+    m = AutoModel.from_pretrained(p)
+    e = LLM(p)
+    """
+    assert sites_of(source, package="transformers.models.bert") == [
+        (4, "transformers.AutoModel.from_pretrained", "missing")
+    ]
+    assert sites_of(source, package="vllm.entrypoints") == [(5, "vllm.LLM", "missing")]
+    assert sites_of(source, package="mylib.models") == []
+    assert sites_of(source) == []
+
+
+def test_column_is_where_the_call_starts():
+    """A site's column is the 0-based offset of the call's first character."""
+    data = b"from transformers import AutoTokenizer\nself.tok = AutoTokenizer.from_pretrained(p)\n"
+    (site,), _ = scan_source(data, "a/b.py")
+    assert (site.path, site.line, site.column) == ("a/b.py", 2, 11)
+    assert site.to_json() == {"path": "a/b.py", "line": 2, "column": 11, "callee": TOK, "state": "missing"}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"from transformers import AutoTokenizer\nx = '\xff\xfe'\n", "not UTF-8"),
+        (b"from transformers import AutoTokenizer\ndef f(:\n", "does not parse"),
+    ],
+)
+def test_unreadable_source_is_an_error_value(data, message):
+    """Bytes that are not UTF-8 or do not parse give a ScanError, never an exception."""
+    sites, error = scan_source(data, "bad.py")
+    assert sites == []
+    assert error is not None and error.path == "bad.py" and message in error.message
+
+
+@pytest.mark.parametrize(
+    ("name", "package", "expected"),
+    [
+        ("..auto.AutoModel", "transformers.models.bert", "transformers.models.auto.AutoModel"),
+        (".llm.LLM", "vllm.entrypoints", "vllm.entrypoints.llm.LLM"),
+        ("...x", "a.b", None),
+        (".x", None, None),
+        ("vllm.LLM", None, "vllm.LLM"),
+    ],
+)
+def test_resolve_relative(name, package, expected):
+    """Relative names resolve against the package, as Python's import system does."""
+    assert resolve_relative(name, package) == expected
+
+
+def test_canonical_callee_names_the_public_class():
+    """Any module path of an Auto class or vLLM entry point is reported by its public name."""
+    assert canonical_callee("transformers.models.auto.tokenization_auto.AutoTokenizer.from_pretrained") == TOK
+    assert canonical_callee("transformers.TFAutoModel.from_pretrained") == "transformers.TFAutoModel.from_pretrained"
+    assert canonical_callee("vllm.engine.arg_utils.EngineArgs") == "vllm.EngineArgs"
+    assert canonical_callee("transformers.BertModel.from_pretrained") is None
+    assert canonical_callee("transformers.AutoTokenizer.register") is None
+    assert canonical_callee("mylib.LLM") is None
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b'"""Load it with AutoTokenizer: its from_pretrained takes a path."""\n',
+        b'import transformers\nx = transformers.AutoConfig.from_dict({})\ny = other.from_pretrained(p)\n',
+        b"# from transformers import AutoTokenizer\n# AutoTokenizer.from_pretrained(p)\n",
+        b"    >>> from transformers import AutoTokenizer\n    >>> AutoTokenizer.from_pretrained(p)\n",
+        b"def from_pretrained(cls, path):\n    return AutoTokenizer\n",
+        b'"""Calculate the rope index of each image in LLM."""\n',
+        b"import os\nprint('hello')\n",
+    ],
+)
+def test_byte_filter_drops_files_without_a_possible_site(source):
+    """Files whose only mentions are in comments, doctests or prose never reach the parser."""
+    assert not might_contain_site(source)
+
+
+def test_package_of_relative_path():
+    """A RECORD path names its package by its folders."""
+    assert package_of_relative_path("speculators/data_generation/x.py") == "speculators.data_generation"
+    assert package_of_relative_path("top.py") is None
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A small source tree: a package with relative imports, a bad file, a file without sites."""
+    pkg = tmp_path / "repo" / "transformers" / "models" / "bert"
+    pkg.mkdir(parents=True)
+    for folder in (pkg, pkg.parent, pkg.parent.parent):
+        (folder / "__init__.py").write_text("")
+    (pkg / "modeling.py").write_text("from ..auto import AutoConfig\nc = AutoConfig.from_pretrained(p)\n")
+    root = tmp_path / "repo"
+    (root / "app.py").write_text(
+        "import vllm\nfrom transformers import AutoTokenizer\n"
+        "t = AutoTokenizer.from_pretrained(p, trust_remote_code=True)\nllm = vllm.LLM(p)\n"
+    )
+    (root / "latin1.py").write_bytes(b"from transformers import AutoTokenizer\ns = '\xe9'\nAutoTokenizer.from_pretrained(p)\n")
+    (root / "plain.py").write_text("print('nothing to see')\n")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "ignored.py").write_text("import vllm\nvllm.LLM(p)\n")
+    return root
+
+
+def test_scanner_walks_a_tree_and_goes_on_after_errors(tree):
+    """Paths are relative to the scanned folder; a bad file is an error and the scan continues."""
+    report = TrustRemoteCodeScanner().scan([tree])
+    found = [(s.path, s.line, s.callee, s.state) for s in report.sites]
+    assert found == [
+        ("app.py", 3, TOK, "ok"),
+        ("app.py", 4, "vllm.LLM", "missing"),
+        ("transformers/models/bert/modeling.py", 2, CFG, "missing"),
+    ]
+    assert [(e.path, e.message.split(" (")[0]) for e in report.errors] == [("latin1.py", "not UTF-8 text")]
+    assert report.files == 7 and report.parsed == 3
+    assert [s.path for s in report.gaps] == ["app.py", "transformers/models/bert/modeling.py"]
+
+
+def test_filtered_parallel_and_full_scans_agree(tree):
+    """The byte filter, the ast shortcuts and worker processes change the speed, never the findings."""
+    reference = TrustRemoteCodeScanner(use_filter=False, shortcuts=False).scan([tree])
+    assert reference.parsed == reference.files
+    for scanner in (TrustRemoteCodeScanner(), TrustRemoteCodeScanner(jobs=2), TrustRemoteCodeScanner(use_filter=False)):
+        report = scanner.scan([tree])
+        assert (report.sites, report.errors) == (reference.sites, reference.errors)
+        assert report.parsed < reference.parsed or not scanner.use_filter
+
+
+PRUNABLE = """\
+\"\"\"Module docstring
+over two lines.\"\"\"
+from transformers import AutoTokenizer
+import os
+
+def load(path):
+    \"\"\"Load it.\"\"\"
+    size = os.path.getsize(path)  # a comment
+    if size: print(size); x = 1
+    kind = type(AutoTokenizer) if size > 10**9 else None
+    return AutoTokenizer.from_pretrained(
+        path,
+    )
+"""
+
+
+def test_prune_keeps_what_resolution_needs_and_every_position():
+    """Statements that cannot matter become `pass`; lines, columns and relevant statements stay."""
+    import ast
+
+    from envdoctor.scan_prune import candidate_names, prune_source
+
+    tree = ast.parse(PRUNABLE)
+    names = candidate_names(tree, {"from_pretrained"}, {"LLM"})
+    assert names == {"AutoTokenizer"}
+    pruned = prune_source(PRUNABLE, tree, names)
+    before, after = PRUNABLE.split("\n"), pruned.split("\n")
+    assert len(before) == len(after)
+    assert after[0] == "pass" and after[1] == ""  # the module docstring
+    assert after[6] == "    pass" and after[7] == "    pass"  # docstring, unrelated assignment
+    assert after[8] == before[8]  # shares its line with `if`: left alone
+    assert after[9:13] == before[9:13]  # binds and calls the name: kept
+    (site,), _ = scan_source(pruned.encode(), "p.py")
+    (original,), _ = scan_source(PRUNABLE.encode(), "p.py", shortcuts=False)
+    assert site == original and (site.line, site.column) == (11, 11)
+
+
+def test_prune_is_skipped_without_candidates():
+    """A file whose calls cannot be sites is never handed to libcst."""
+    import ast
+
+    from envdoctor.scan_prune import candidate_names
+
+    tree = ast.parse("import os\nfrom_pretrained = os.getcwd\nx = model.from_pretrained(p)\n")
+    assert candidate_names(tree, {"from_pretrained"}, {"LLM"}) == set()
+
+
+def test_reports_sarif_json_and_text(tmp_path):
+    """SARIF lists gaps as errors and caller-decided flags as notes, never ok sites; JSON is the contract."""
+    import json
+
+    from envdoctor.report.scan_report import render
+    from envdoctor.scan import ScanError, ScanReport, Site
+
+    report = ScanReport(
+        (Site("a/x.py", 3, 4, TOK, "missing"), Site("a/x.py", 5, 0, CFG, "ok"), Site("b.py", 1, 0, "vllm.LLM", "kwargs")),
+        (ScanError("c.py", "not UTF-8 text (byte 0)"),),
+        files=3, parsed=3,
+    )
+    scans = [(tmp_path, report)]
+    data = json.loads(render(scans, "json"))
+    assert data["sites"][0] == {"path": "a/x.py", "line": 3, "column": 4, "callee": TOK, "state": "missing"}
+    assert data["errors"] == [{"path": "c.py", "message": "not UTF-8 text (byte 0)"}]
+    (run,) = json.loads(render(scans, "sarif"))["runs"]
+    results = [(r["ruleId"], r["level"], r["locations"][0]["physicalLocation"]["region"]) for r in run["results"]]
+    assert results == [("trust-remote-code/missing", "error", {"startLine": 3, "startColumn": 5}),
+                       ("trust-remote-code/kwargs", "note", {"startLine": 1, "startColumn": 1})]
+    assert run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"].startswith("c.py:")
+    text = render(scans, "text")
+    assert "a/x.py:3:5: missing" in text and text.rstrip().endswith("1 file(s) could not be scanned")

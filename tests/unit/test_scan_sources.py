@@ -1,0 +1,158 @@
+"""The probe section that picks and filters installed sources, and the check that parses them."""
+
+from __future__ import annotations
+
+import ast
+import base64
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from envdoctor.graph import CheckContext
+from envdoctor.inventory import HostSpec
+from envdoctor.probe.program import ProbeOutput
+from envdoctor.probe.sources import sources_section
+from envdoctor.results import Status
+from envdoctor.scan import sources_request
+
+from checks.remote_code import scan_items, trust_remote_code_sites
+from tests.unit.fakes import env, facts
+
+GAP = b"from transformers import AutoTokenizer\n\ndef load(p):\n    return AutoTokenizer.from_pretrained(p)\n"
+PLAIN = b'"""Nothing here loads a model.\n\n    >>> tok = AutoTokenizer.from_pretrained(path)\n"""\n'
+
+
+def make_dist(site: Path, name: str, version: str, requires: list[str], files: dict[str, bytes]) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    headers = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    headers += [f"Requires-Dist: {r}" for r in requires]
+    (info / "METADATA").write_text("\n".join(headers) + "\n\nLong description mentioning Requires-Dist: vllm\n")
+    rows = []
+    for rel, data in files.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        rows.append(f"{rel},sha256=x,{len(data)}")
+    rows += [f"{info.name}/METADATA,,", "../../../bin/tool.py,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    """A fake venv: a dependent of transformers, one with an optional extra only, one unrelated, one shadowed."""
+    prefix = tmp_path / "venv"
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    make_dist(site, "speculators", "0.3.0", ["transformers>=4.50", 'pytest; extra == "dev"'],
+              {"speculators/__init__.py": b"", "speculators/gen.py": GAP, "speculators/doc.py": PLAIN})
+    make_dist(site, "optlib", "1.0", ['transformers; extra == "hf"'], {"optlib/hf.py": GAP})
+    make_dist(site, "My_Lib", "2.0", [], {"my_lib/run.py": GAP.replace(b"p)\n", b"p, trust_remote_code=True)\n")})
+    make_dist(site, "Served", "1.0", ["vllm (>=0.9)"], {"served/bad.py": b"import vllm\nvllm.LLM(\n"})
+    return prefix
+
+
+def run_section(prefix: Path, extra=(), **overrides) -> tuple[dict, list[dict]]:
+    items: list[dict] = []
+    args = {**sources_request(str(prefix), list(extra)), **overrides}
+    return sources_section(args, items.append), items
+
+
+def test_section_ships_only_filtered_files_of_dependents(venv):
+    """Dependents of transformers/vllm are selected (not optional extras); only files that may hold a site travel."""
+    data, items = run_section(venv)
+    assert [(d["name"], d["reason"]) for d in data["distributions"]] == [
+        ("Served", "depends on vllm"), ("speculators", "depends on transformers")
+    ]
+    speculators = data["distributions"][1]
+    assert (speculators["files"], speculators["matched"]) == (3, 1)
+    assert [(i["distribution"], i["path"]) for i in items] == [("Served", "served/bad.py"), ("speculators", "speculators/gen.py")]
+    assert base64.b64decode(items[1]["data"]) == GAP
+    assert data["shipped_bytes"] == len(GAP) + len(b"import vllm\nvllm.LLM(\n")
+
+
+def test_named_distribution_is_added_and_unknown_names_reported(venv):
+    """--scan DIST adds a distribution by its canonical name; one not installed is listed, not an error."""
+    data, items = run_section(venv, extra=["my-lib", "absent"])
+    assert "My_Lib" in [d["name"] for d in data["distributions"]]
+    assert "my_lib/run.py" in [i["path"] for i in items]
+    assert data["not_found"] == ["absent"]
+
+
+def test_budget_caps_what_one_probe_ships(venv):
+    """Files over the byte budget are listed as skipped instead of shipped."""
+    data, items = run_section(venv, max_total_bytes=30)
+    assert [i["path"] for i in items] == ["served/bad.py"]
+    assert [s["path"] for s in data["skipped"]] == ["speculators/gen.py"]
+    assert data["shipped_bytes"] <= 30
+
+
+def test_probe_module_is_python36_stdlib_only():
+    """The host side parses as Python 3.6 and imports nothing outside the standard library."""
+    source = resources.files("envdoctor.probe").joinpath("sources.py").read_text("utf-8")
+    tree = ast.parse(source, feature_version=(3, 6))
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= {"base64", "csv", "email", "glob", "io", "os", "re", "sys", "envdoctor"}
+
+
+def context(venv: Path, data: dict, items: list[dict], *, trust: bool) -> CheckContext:
+    spec = HostSpec(name="ct200", ssh=None, venv=str(venv), trust_remote_code=trust)
+    host = facts(env(str(venv)))
+    probe = ProbeOutput(sections={"sources": data}, items={"sources": items})
+    return CheckContext(spec, type(host)(**{**host.__dict__, "probe": probe}))
+
+
+def test_check_warns_without_consent_and_fails_with_it(venv):
+    """A gap warns by default and fails when the host's models need remote code; the message names file:line callee."""
+    data, items = run_section(venv)
+    warn = trust_remote_code_sites(context(venv, data, items, trust=False))
+    fail = trust_remote_code_sites(context(venv, data, items, trust=True))
+    assert warn.status is Status.WARN and fail.status is Status.FAIL
+    assert "speculators/gen.py:4 transformers.AutoTokenizer.from_pretrained (missing)" in fail.message
+    site = fail.details["sites"][0]
+    assert (site["distribution"], site["version"], site["path"]) == ("speculators", "0.3.0", "speculators/gen.py")
+    assert [e["path"] for e in fail.details["errors"]] == ["served/bad.py"]
+
+
+def test_check_passes_when_every_call_passes_the_flag(venv):
+    """Only ok sites: the check passes and says how much it scanned."""
+    data, items = run_section(venv, extra=["my-lib"])
+    items = [i for i in items if i["distribution"] == "My_Lib"]
+    result = trust_remote_code_sites(context(venv, data, items, trust=True))
+    assert result.status is Status.PASS, result.message
+    assert result.message.startswith("1 model-loading call(s)")
+
+
+def test_scan_items_reports_undecodable_payload():
+    """Contents the probe garbled are an error for that file, not a crash."""
+    sites, errors = scan_items([{"path": "x/y.py", "data": "not base64!!"}])
+    assert sites == [] and [e.path for e in errors] == ["x/y.py"]
+
+
+def test_probe_names_do_not_collide_with_other_sections():
+    """The probe concatenates every section module into one namespace: ours must not shadow another's names."""
+    probe = resources.files("envdoctor.probe")
+
+    def top_level(name: str) -> set[str]:
+        tree = ast.parse(probe.joinpath(name).read_text("utf-8"))
+        names = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        return names
+
+    ours = top_level("sources.py")
+    others = [p.name for p in probe.iterdir() if p.name.endswith(".py") and p.name not in ("sources.py", "program.py", "__init__.py")]
+    for other in others:
+        assert not ours & top_level(other), f"sources.py and {other} both define {sorted(ours & top_level(other))}"
+
+
+def test_check_passes_when_nothing_depends_on_a_loader_library(tmp_path):
+    """A venv without dependents of transformers/vllm/sglang has nothing to scan, and says so."""
+    data, items = run_section(tmp_path / "empty-venv")
+    assert data["distributions"] == [] and items == []
+    result = trust_remote_code_sites(context(tmp_path, data, items, trust=True))
+    assert result.status is Status.PASS and "nothing to scan" in result.message
