@@ -82,6 +82,9 @@ def configure_logging(verbosity: int) -> None:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
     logging.getLogger("asyncssh").setLevel(logging.WARNING if verbosity < 2 else logging.INFO)
+    # asyncio warns "socket.send() raised exception." once per write after a dropped
+    # connection; the host's result already says the connection dropped, once.
+    logging.getLogger("asyncio").setLevel(logging.ERROR if verbosity < 2 else logging.DEBUG)
 
 
 class RedactingFilter(logging.Filter):

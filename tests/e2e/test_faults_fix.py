@@ -142,7 +142,7 @@ def test_connection_cut_during_fix_leaves_before_or_after(host, clean_fix, sshd,
         res = run_cli("fix", "link", "--trust-remote-code", *host.args, "--ssh-config", str(config))
         assert started["link"].stats.cut == 1
     assert res.exit_status == 1
-    assert "Traceback" not in res.stderr
+    assert "Traceback" not in res.stderr and "socket.send" not in res.stderr, res.stderr[-2000:]
     assert_consistent(host, patched_bytes)
     assert_lock_free(host)
     assert_next_fix_completes(host, patched_bytes, sshd, run_cli)
