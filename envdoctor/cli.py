@@ -526,4 +526,8 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     sys.exit(outcome.exit_status if outcome.exit_status is not None else EXIT_PROBLEMS)
 
 def main() -> None:
-    cli(prog_name="envdoctor")
+    try:
+        cli(prog_name="envdoctor")
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handler was in place
+        click.echo("envdoctor: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)

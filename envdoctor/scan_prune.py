@@ -9,10 +9,10 @@ before libcst sees a file, ``ast`` answers two questions:
    import and it calls ``.from_pretrained`` or names a vLLM entry point. No candidate, no
    libcst at all.
 2. Which statements can change what those leftmost names mean? Only those that mention
-   them (bindings, ``global``, the calls themselves) and the imports. Every other simple
-   statement that fills its lines alone is replaced by ``pass`` (a docstring, an
-   assignment, a return...), keeping every other line and column where it was, so libcst
-   resolves the same names at the same positions in a much smaller tree.
+   them (bindings, ``global``, the calls themselves) and the imports. Every other statement
+   that fills its lines alone is replaced by ``pass`` (a docstring, an assignment, a whole
+   def or class that never mentions them...), keeping every other line and column where it
+   was, so libcst resolves the same names at the same positions in a much smaller tree.
 
 Both are shortcuts the scanner can turn off (``shortcuts=False``); the tests and the
 benchmark check that the findings are the same either way.
@@ -24,9 +24,11 @@ import ast
 from collections.abc import Collection
 
 #: Statements that may be replaced by ``pass``: they bind no name that the scope of a kept
-#: name depends on unless they mention it (which keeps them).
+#: name depends on unless a line of theirs mentions it (which keeps them; see _kept_lines).
 _REPLACEABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise, ast.Assert,
-                ast.Delete, ast.Pass, ast.Break, ast.Continue)
+                ast.Delete, ast.Pass, ast.Break, ast.Continue, ast.FunctionDef, ast.AsyncFunctionDef,
+                ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
+                ast.TryStar, ast.Match)
 
 
 def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Collection[str]) -> set[str]:
@@ -68,27 +70,67 @@ def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Co
     return names
 
 
-def prune_source(text: str, tree: ast.AST, names: Collection[str]) -> str | None:
-    """`text` with every simple statement that cannot matter to `names` replaced by ``pass``.
+def _kept_lines(tree: ast.AST, names: Collection[str]) -> set[int]:
+    """Lines that mention one of `names` (binding, use, declaration) or import anything."""
+    keep: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            keep.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        elif isinstance(node, ast.Name):
+            if node.id in names:
+                keep.add(node.lineno)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name in names:
+                keep.add(node.lineno)
+        elif isinstance(node, ast.arg):
+            if node.arg in names:
+                keep.add(node.lineno)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            if any(n in names for n in node.names):
+                keep.add(node.lineno)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            if node.name in names:
+                keep.add(node.lineno)
+        elif isinstance(node, ast.MatchMapping):
+            if node.rest in names:
+                keep.add(node.lineno)
+    return keep
 
-    Line numbers and the columns of every kept line are unchanged. None when the text has
-    line breaks that ``ast`` and a plain split could count differently.
+
+def prune_source(text: str, tree: ast.AST, names: Collection[str]) -> str | None:
+    """`text` with every statement that cannot matter to `names` replaced by ``pass``.
+
+    A statement matters when a line of it mentions one of `names` or imports something;
+    a def, class or block that does not is replaced whole. Line numbers and the columns
+    of every kept line are unchanged. None when the text has line breaks that ``ast`` and
+    a plain split could count differently.
     """
     if "\r" in text.replace("\r\n", ""):
         return None  # old Mac line ends: line numbers would not match ast's
     lines = text.split("\n")
-    keep = {node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in names}
+    keep = _kept_lines(tree, names)
+    replaced: set[int] = set()
+    # ast.walk goes outside-in, so a whole def is replaced before its inner statements are seen.
     for node in ast.walk(tree):
         if not isinstance(node, _REPLACEABLE) or node.end_lineno is None or node.end_col_offset is None:
             continue
-        first, last = node.lineno, node.end_lineno
-        if any(line in keep for line in range(first, last + 1)):
+        decorators = getattr(node, "decorator_list", None)
+        first = min([node.lineno] + [d.lineno for d in decorators or ()])
+        last = node.end_lineno
+        if first in replaced or any(line in keep for line in range(first, last + 1)):
             continue
-        head = lines[first - 1].encode("utf-8")[: node.col_offset]
+        line = lines[first - 1].encode("utf-8")
+        if decorators:
+            indent = line[: len(line) - len(line.lstrip())]
+            if not line.lstrip().startswith(b"@"):
+                continue
+        else:
+            indent = line[: node.col_offset]
         tail = lines[last - 1].encode("utf-8")[node.end_col_offset :].strip()
-        if head.strip() or (tail and not tail.startswith(b"#")):
+        if indent.strip() or (tail and not tail.startswith(b"#")):
             continue  # shares a line with other code (`a; b`, `if x: y`): leave it
         for index in range(first - 1, last):
             ending = "\r" if lines[index].endswith("\r") else ""
-            lines[index] = (head.decode("utf-8") + "pass" if index == first - 1 else "") + ending
+            lines[index] = (indent.decode("utf-8") + "pass" if index == first - 1 else "") + ending
+        replaced.update(range(first, last + 1))
     return "\n".join(lines)

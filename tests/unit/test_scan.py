@@ -307,16 +307,21 @@ import os
 def load(path):
     \"\"\"Load it.\"\"\"
     size = os.path.getsize(path)  # a comment
-    if size: print(size); x = 1
+    x = 1; y = 2
     kind = type(AutoTokenizer) if size > 10**9 else None
     return AutoTokenizer.from_pretrained(
         path,
     )
+
+@staticmethod
+def unrelated(path):
+    if path:
+        return os.path.basename(path)
 """
 
 
 def test_prune_keeps_what_resolution_needs_and_every_position():
-    """Statements that cannot matter become `pass`; lines, columns and relevant statements stay."""
+    """Statements and defs that cannot matter become `pass`; lines, columns and relevant statements stay."""
     import ast
 
     from envdoctor.scan_prune import candidate_names, prune_source
@@ -329,8 +334,9 @@ def test_prune_keeps_what_resolution_needs_and_every_position():
     assert len(before) == len(after)
     assert after[0] == "pass" and after[1] == ""  # the module docstring
     assert after[6] == "    pass" and after[7] == "    pass"  # docstring, unrelated assignment
-    assert after[8] == before[8]  # shares its line with `if`: left alone
+    assert after[8] == before[8]  # shares its line with another statement: left alone
     assert after[9:13] == before[9:13]  # binds and calls the name: kept
+    assert after[14:18] == ["pass", "", "", ""]  # a whole def that never mentions it, decorator included
     (site,), _ = scan_source(pruned.encode(), "p.py")
     (original,), _ = scan_source(PRUNABLE.encode(), "p.py", shortcuts=False)
     assert site == original and (site.line, site.column) == (11, 11)
