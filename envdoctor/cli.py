@@ -24,7 +24,7 @@ from envdoctor.logsafe import configure_logging
 from envdoctor.patching import load_patches, user_patches
 from envdoctor.report import FORMATS, render
 from envdoctor.report.scan_report import SCAN_FORMATS
-from envdoctor.transport.ssh import SSHOptions
+from envdoctor.transport.target import SSHOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -22,7 +22,7 @@ from envdoctor.patching import apply_patch_remedy
 from envdoctor.results import CheckResult, Remedy, Status
 from envdoctor.transport.interface import Transport
 from envdoctor.transport.local import LocalTransport
-from envdoctor.transport.ssh import SSHOptions, SSHTransport
+from envdoctor.transport.target import SSHOptions
 
 log = structlog.get_logger(__name__)
 
@@ -124,6 +124,8 @@ REMEDY_RUNNERS: dict[str, RemedyRunner] = {"command": run_command_remedy, "patch
 def open_transport(spec: HostSpec, settings: FleetSettings) -> Transport:
     if spec.ssh is None:
         return LocalTransport(spec.name)
+    from envdoctor.transport.ssh import SSHTransport  # asyncssh only when a host needs it
+
     return SSHTransport(spec.name, spec.ssh, settings.ssh)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envdoctor.errors import ConfigError
-from envdoctor.transport.ssh import DEFAULT_SSH_CONFIG, SSHTarget
+from envdoctor.transport.target import DEFAULT_SSH_CONFIG, SSHTarget
 
 DEFAULT_INVENTORY = "envdoctor.toml"
 LOCAL = "local"

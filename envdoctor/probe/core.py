@@ -9,8 +9,11 @@
 # and a last line {"done": true}. A section may also stream {"section": name, "item": ...}
 # lines before its final line, so large results never sit whole in memory.
 
+import email.parser
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import traceback
@@ -52,6 +55,37 @@ def run_command(argv, timeout=30, stdin_data=None, env=None):
         out, err = proc.communicate()
         return 124, out.decode("utf-8", "replace"), "timed out after %ss" % timeout
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonical_name(name):
+    """A distribution name as PEP 503 compares it."""
+    return _NAME_SEPARATORS.sub("-", name).lower()
+
+
+def read_headers(path):
+    """The RFC 822 headers of a METADATA or PKG-INFO file (the body is the long description)."""
+    lines = []
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if raw in (b"\n", b"\r\n"):
+                break
+            lines.append(raw.decode("utf-8", "replace"))
+    return email.parser.HeaderParser().parsestr("".join(lines))
+
+
+def site_dirs(prefix):
+    """The site-packages folders of an environment; without a prefix, those on this sys.path."""
+    if not prefix:
+        return [p for p in sys.path if p.endswith("-packages") and os.path.isdir(p)]
+    found = []
+    for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages"):
+        for path in sorted(glob.glob(os.path.join(prefix, pattern))):
+            if os.path.realpath(path) not in [os.path.realpath(p) for p in found]:
+                found.append(path)
+    return found
 
 
 def main(request):

@@ -4,38 +4,19 @@
 # `fix` can transform on the controller without another round trip.
 
 import base64
-import glob
 import os
-import re
 
-from envdoctor.probe.core import run_command, section
-
-_NAME_SEP = re.compile(r"[-_.]+")
-
-
-def _canonical(name):
-    return _NAME_SEP.sub("-", name).lower()
-
-
-def _site_dirs(prefix):
-    found = []
-    for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages"):
-        for path in sorted(glob.glob(os.path.join(prefix, pattern))):
-            real = os.path.realpath(path)
-            if real not in [os.path.realpath(p) for p in found]:
-                found.append(path)
-    return found
-
+from envdoctor.probe.core import canonical_name, run_command, section, site_dirs
 
 def _find_dist_info(sites, distribution):
-    wanted = _canonical(distribution)
+    wanted = canonical_name(distribution)
     for site in sites:
         try:
             entries = sorted(os.listdir(site))
         except OSError:
             continue
         for entry in entries:
-            if entry.endswith(".dist-info") and _canonical(entry[: -len(".dist-info")].split("-")[0]) == wanted:
+            if entry.endswith(".dist-info") and canonical_name(entry[: -len(".dist-info")].split("-")[0]) == wanted:
                 return site, os.path.join(site, entry)
     return None, None
 
@@ -78,7 +59,7 @@ def patch_files_section(args, emit):
     prefix = args.get("prefix") or default_prefix()
     if not prefix or not os.path.isdir(prefix):
         return {"prefix": prefix, "files": [], "ledger": [], "error": "no environment at %r" % prefix}
-    sites = _site_dirs(prefix)
+    sites = site_dirs(prefix)
     by_dist = {}
     for item in args.get("files", []):
         by_dist.setdefault(item["distribution"], []).append(item["path"])

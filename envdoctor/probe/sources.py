@@ -8,17 +8,13 @@
 
 import base64
 import csv
-import email.parser
-import glob
 import io
 import os
 import re
-import sys
 
-from envdoctor.probe.core import section
+from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs
 
 _SRC_DIST_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-_SRC_NORMALIZE = re.compile(r"[-_.]+")
 
 
 def compile_site_filter(groups):
@@ -65,20 +61,6 @@ def bytes_are_utf8(data):
     return True
 
 
-def _src_canonical(name):
-    return _SRC_NORMALIZE.sub("-", name).lower()
-
-
-def _src_headers(path):
-    lines = []
-    with open(path, "rb") as handle:
-        for raw in handle:
-            if raw in (b"\n", b"\r\n"):
-                break
-            lines.append(raw.decode("utf-8", "replace"))
-    return email.parser.HeaderParser().parsestr("".join(lines))
-
-
 def _src_requirement_names(requires):
     """Names of the requirements that hold without an extra (an optional integration is not a dependency)."""
     names = set()
@@ -88,25 +70,14 @@ def _src_requirement_names(requires):
             continue
         match = _SRC_DIST_NAME.match(requirement)
         if match:
-            names.add(_src_canonical(match.group(1)))
+            names.add(canonical_name(match.group(1)))
     return names
-
-
-def src_site_dirs(prefix):
-    if not prefix:
-        return [p for p in sys.path if p.endswith("-packages") and os.path.isdir(p)]
-    found = []
-    for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages"):
-        for path in sorted(glob.glob(os.path.join(prefix, pattern))):
-            if os.path.realpath(path) not in [os.path.realpath(p) for p in found]:
-                found.append(path)
-    return found
 
 
 def src_select_distributions(sites, depends_on, extra):
     """The active .dist-info folders to scan: dependents of `depends_on` and those in `extra`."""
-    wanted_deps = set(_src_canonical(n) for n in depends_on)
-    wanted_names = set(_src_canonical(n) for n in extra)
+    wanted_deps = set(canonical_name(n) for n in depends_on)
+    wanted_names = set(canonical_name(n) for n in extra)
     seen = set()
     chosen = []
     for site in sites:
@@ -119,11 +90,11 @@ def src_select_distributions(sites, depends_on, extra):
                 continue
             folder = os.path.join(site, entry)
             try:
-                headers = _src_headers(os.path.join(folder, "METADATA"))
+                headers = read_headers(os.path.join(folder, "METADATA"))
             except OSError:
                 continue
             name = headers.get("Name") or entry.split("-")[0]
-            key = _src_canonical(name)
+            key = canonical_name(name)
             if key in seen:
                 continue  # shadowed by an earlier entry of sys.path: Python never imports it
             seen.add(key)
@@ -155,7 +126,7 @@ def sources_section(args, emit):
     compiled = compile_site_filter(args.get("patterns") or [])
     max_file = int(args.get("max_file_bytes", 4 * 1024 * 1024))
     budget = int(args.get("max_total_bytes", 16 * 1024 * 1024))
-    sites = src_site_dirs(args.get("prefix"))
+    sites = site_dirs(args.get("prefix"))
     dists, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
     skipped = []
     shipped = 0

@@ -2,14 +2,12 @@
 # Section "venvs": the configured venvs and those found under the usual roots; for each,
 # whether its interpreter runs, its version, prefix, sys.path and installed distributions.
 
-import email.parser
 import glob
 import json
 import os
-import re
 import subprocess
 
-from envdoctor.probe.core import section
+from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs
 
 # Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
 # PYTHONPATH, and so must we. Run from / so the working directory adds nothing to sys.path.
@@ -50,13 +48,6 @@ DISCOVERY_PATTERNS = (
 )
 CONDA_ROOTS = ("/opt/conda", "~/miniconda3", "~/anaconda3", "~/miniforge3", "~/mambaforge")
 
-_NAME_NORMALIZE = re.compile(r"[-_.]+")
-
-
-def normalize_name(name):
-    return _NAME_NORMALIZE.sub("-", name).lower()
-
-
 def is_env_dir(path):
     return os.path.isfile(os.path.join(path, "pyvenv.cfg")) or os.path.isdir(
         os.path.join(path, "conda-meta")
@@ -84,17 +75,6 @@ def discover_envs():
         if path not in unique and os.path.isdir(path) and is_env_dir(path):
             unique.append(path)
     return sorted(unique)
-
-
-def read_headers(path):
-    """The RFC 822 headers of a METADATA or PKG-INFO file (the body is the long description)."""
-    lines = []
-    with open(path, "rb") as handle:
-        for raw in handle:
-            if raw in (b"\n", b"\r\n"):
-                break
-            lines.append(raw.decode("utf-8", "replace"))
-    return email.parser.HeaderParser().parsestr("".join(lines))
 
 
 def egg_requires(folder):
@@ -163,7 +143,7 @@ def read_distributions(sys_path):
             dist = read_distribution(site, entry)
             if dist is None:
                 continue
-            key = normalize_name(dist["name"])
+            key = canonical_name(dist["name"])
             dist["active"] = key not in active
             if key in active:
                 dist["shadowed_by"] = active[key]
@@ -171,10 +151,6 @@ def read_distributions(sys_path):
                 active[key] = dist["path"]
             dists.append(dist)
     return dists
-
-
-def guess_site_packages(prefix):
-    return sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
 
 
 def env_python(prefix):
@@ -235,7 +211,7 @@ def finish_inspection(prefix, python, proc, error, timeout):
         env["prefix"] = prefix or info["prefix"]
         sys_path = info["sys_path"]
     else:
-        sys_path = guess_site_packages(prefix) if prefix else []
+        sys_path = site_dirs(prefix) if prefix else []
     env["site_packages"] = [p for p in sys_path if p.endswith("-packages")]
     env["distributions"] = read_distributions(sys_path)
     return env

@@ -11,6 +11,8 @@ from rich.text import Text
 from envdoctor.fleet import FleetReport, HostReport
 from envdoctor.results import CheckResult, Status
 
+MAX_ID_WIDTH = 24
+
 MARKS = {
     Status.PASS: ("✓", "green"),
     Status.WARN: ("!", "yellow"),
@@ -52,6 +54,19 @@ def _diff_lines(diff: str) -> list[Text]:
     return [Text(f"      {line}", style=styles.get(line[:1], "dim")) for line in diff.splitlines()]
 
 
+def _skipped_lines(results: list[CheckResult]) -> list[Text]:
+    """Skipped checks, one line per reason, so that what ran stays readable at a glance."""
+    by_reason: dict[str, list[str]] = {}
+    for result in results:
+        if result.status is Status.SKIPPED:
+            by_reason.setdefault(result.message, []).append(result.id)
+    mark, style = MARKS[Status.SKIPPED]
+    return [
+        Text("  ").append(mark, style=style).append(f" skipped: {', '.join(ids)}: {reason}", style=style)
+        for reason, ids in by_reason.items()
+    ]
+
+
 def _host_block(host: HostReport) -> list[Text]:
     spec = host.spec
     head = Text()
@@ -63,9 +78,12 @@ def _host_block(host: HostReport) -> list[Text]:
     head.append("  ")
     head.append("OK" if host.ok else "PROBLEMS", style="green bold" if host.ok else "red bold")
     lines = [head]
-    id_width = max((len(r.id) for r in host.results), default=10)
-    for result in host.results:
+    shown = [r for r in host.results if r.status is not Status.SKIPPED]
+    # Long ids (patch.<id>) would push every message far right; they overflow instead.
+    id_width = min(max((len(r.id) for r in shown), default=10), MAX_ID_WIDTH)
+    for result in shown:
         lines.extend(_result_lines(result, id_width))
+    lines.extend(_skipped_lines(host.results))
     if host.before is not None:
         if host.actions:
             lines.append(Text("  fix:", style="bold"))

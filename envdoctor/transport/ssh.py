@@ -18,7 +18,6 @@ import random
 import signal
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
@@ -34,48 +33,15 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.transport.ssh_config import reduced_config_files
+from envdoctor.transport.target import DEFAULT_SSH_CONFIG, SSHOptions, SSHTarget
 from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_SSH_CONFIG = Path("~/.ssh/config")
 # OpenSSH's defaults when the config names no UserKnownHostsFile / GlobalKnownHostsFile.
 DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
-
-
-@dataclass(frozen=True)
-class SSHTarget:
-    """Where to connect: an alias or hostname, with the user and port given on the command line."""
-
-    host: str
-    user: str | None = None
-    port: int | None = None
-
-    def __str__(self) -> str:
-        text = f"{self.user}@{self.host}" if self.user else self.host
-        return f"{text}:{self.port}" if self.port else text
-
-
-@dataclass(frozen=True)
-class SSHOptions:
-    """How to connect; the same for every host of a run."""
-
-    config_files: tuple[str, ...] = field(default_factory=tuple)
-    connect_timeout: float = 15.0
-    accept_new: bool = False
-    keepalive_interval: float = 15.0
-    #: Further connect attempts after a refused or dropped (never a timed-out) connection.
-    connect_retries: int = 3
-    #: First pause between attempts, in seconds; doubled each time, with jitter.
-    retry_backoff: float = 0.25
-
-    def resolved_config_files(self) -> list[str]:
-        if self.config_files:
-            return list(self.config_files)
-        default = DEFAULT_SSH_CONFIG.expanduser()
-        return [str(default)] if default.is_file() else []
 
 
 class SSHTransport(Transport):
