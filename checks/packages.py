@@ -98,10 +98,10 @@ def required(ctx: CheckContext) -> CheckResult:
     )
 
 
-def _broken_dependencies(env: Environment) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
-    """pip check, on the controller: missing names and conflicting versions, each with who wants them."""
-    missing: dict[str, list[str]] = {}
-    conflicts: dict[str, list[tuple[str, str]]] = {}
+def _broken_dependencies(env: Environment) -> dict[str, list[tuple[str, str]]]:
+    """pip check, on the controller: each name that is missing or at a wrong version, with
+    who requires it and with which specifier."""
+    broken: dict[str, list[tuple[str, str]]] = {}
     for dist in sorted(env.installed.values(), key=lambda d: d.key):
         for text in dist.requires:
             try:
@@ -111,11 +111,10 @@ def _broken_dependencies(env: Environment) -> tuple[dict[str, list[str]], dict[s
             if not applies(req, env.markers):
                 continue
             have = env.installed.get(canonicalize_name(req.name))
-            if have is None:
-                missing.setdefault(req.name, []).append(f"{dist.name} {dist.version}")
-            elif not satisfied_by(req, have):
-                conflicts.setdefault(have.name, []).append((f"{dist.name} {dist.version}", str(req.specifier)))
-    return missing, conflicts
+            if have is None or not satisfied_by(req, have):
+                name = have.name if have else req.name
+                broken.setdefault(name, []).append((f"{dist.name} {dist.version}", str(req.specifier)))
+    return broken
 
 
 @check(
@@ -129,22 +128,24 @@ def consistent(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
     if not env.markers:
         return skipped(f"{env.python} did not report its platform, so markers cannot be evaluated")
-    missing, conflicts = _broken_dependencies(env)
-    if not missing and not conflicts:
+    broken = _broken_dependencies(env)
+    if not broken:
         return passed(f"{len(env.installed)} distributions, all requirements met")
-    parts = [f"{', '.join(who)} require{'s' if len(who) == 1 else ''} {name}, which is not installed"
-             for name, who in sorted(missing.items())]
-    manual = []
-    for name, wants in sorted(conflicts.items()):
-        installed = env.installed[canonicalize_name(name)].version
-        for who, spec in wants:
-            parts.append(f"{who} requires {name}{spec}, but {installed} is installed")
-        combined = SpecifierSet(",".join(spec for _, spec in wants))
-        manual.append(f"{name}{combined}")
-    if missing:
-        remedy = install_remedy(ctx, missing)
-    else:
-        remedy = install_remedy(ctx, manual, automatic=False)
+    parts, wanted, missing, conflicts = [], [], [], {}
+    for name, wants in sorted(broken.items()):
+        have = env.installed.get(canonicalize_name(name))
+        if have is None:
+            who = ", ".join(w for w, _ in wants)
+            parts.append(f"{who} require{'s' if len(wants) == 1 else ''} {name}, which is not installed")
+            missing.append(name)
+        else:
+            parts += [f"{w} requires {name}{spec}, but {have.version} is installed" for w, spec in wants]
+            conflicts[name] = [[w, spec] for w, spec in wants]
+        wanted.append(f"{name}{SpecifierSet(','.join(spec for _, spec in wants if spec))}")
+    # Never applied by fix on its own: installing a library's missing dependency (often torch)
+    # lets pip re-resolve versions other packages rely on. Name it with --require to have
+    # fix install it.
+    remedy = install_remedy(ctx, wanted, automatic=False)
     return failed(
         "; ".join(parts),
         remedy=remedy,
