@@ -8,6 +8,7 @@ import os
 
 from envdoctor.probe.core import canonical_name, run_command, section, site_dirs
 
+
 def _find_dist_info(sites, distribution):
     wanted = canonical_name(distribution)
     for site in sites:

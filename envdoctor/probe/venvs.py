@@ -48,6 +48,7 @@ DISCOVERY_PATTERNS = (
 )
 CONDA_ROOTS = ("/opt/conda", "~/miniconda3", "~/anaconda3", "~/miniforge3", "~/mambaforge")
 
+
 def is_env_dir(path):
     return os.path.isfile(os.path.join(path, "pyvenv.cfg")) or os.path.isdir(
         os.path.join(path, "conda-meta")
