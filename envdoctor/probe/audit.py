@@ -15,6 +15,7 @@ import time
 
 from envdoctor.probe.audit_hash import HashRun, StatCache, usable_cpus
 from envdoctor.probe.audit_record import fsb, fst, key_text, load_record, read_text, site_distributions, site_path, stat_key
+from envdoctor.probe.audit_snapshot import Snapshot, Watch, distributions_signature, path_exists, snapshot_header
 from envdoctor.probe.core import section
 
 CODE_SUFFIXES_BYTES = (b".py", b".so", b".pyc", b".pth")
@@ -25,7 +26,7 @@ SKIP_DIR_SUFFIXES = (".dist-info", ".egg-info")
 # Extra code and bytecode
 
 
-def list_dir(path, cache, new_dirs):
+def list_dir(path, cache, new_dirs, watch):
     """(subfolders, code file names) of a folder; from the cache when the folder is unchanged.
 
     A folder's mtime changes whenever an entry is added, removed or renamed in it, which is
@@ -33,7 +34,9 @@ def list_dir(path, cache, new_dirs):
     try:
         key = stat_key(os.lstat(fsb(path)))
     except OSError:
+        watch.folder(path, None)
         return [], []
+    watch.folder(path, key)
     text = key_text(key)
     entry = cache.loaded["dirs"].get(path)
     if entry and entry[0] == text:
@@ -54,12 +57,12 @@ def list_dir(path, cache, new_dirs):
     return subdirs, names
 
 
-def walk_code(site_dir, known, covered, cache, new_dirs):
+def walk_code(site_dir, known, covered, cache, new_dirs, watch):
     """Files Python would run that no RECORD lists; and (pyc path, source path) pairs."""
     extras, pycs = [], []
     tag = getattr(sys.implementation, "cache_tag", None)
     pyc_mark = "." + (tag or "-") + "."
-    top_dirs, top_names = list_dir(site_dir, cache, new_dirs)
+    top_dirs, top_names = list_dir(site_dir, cache, new_dirs, watch)
     for name in sorted(top_names):
         path = site_dir + "/" + name
         if path in known or path in covered or path[:-3] in covered:
@@ -72,7 +75,7 @@ def walk_code(site_dir, known, covered, cache, new_dirs):
              if not d.endswith(SKIP_DIR_SUFFIXES) and site_dir + "/" + d not in covered]
     while stack:
         folder = stack.pop()
-        subdirs, names = list_dir(folder, cache, new_dirs)
+        subdirs, names = list_dir(folder, cache, new_dirs, watch)
         if folder.endswith("/__pycache__"):
             parent = folder[: -len("/__pycache__")]
             for name in names:
@@ -179,12 +182,12 @@ def folder_owner(path, site_dirs, file_owners):
 def audit_section(args, emit):
     started = time.time()
     phases = {}
-    mark = [started]
+    mark = [started, time.process_time()]
 
     def lap(name):
-        now = time.time()
-        phases[name] = round(now - mark[0], 3)
-        mark[0] = now
+        now, cpu = time.time(), time.process_time()
+        phases[name] = [round(now - mark[0], 3), round(cpu - mark[1], 3)]  # wall, this process's CPU
+        mark[0], mark[1] = now, cpu
 
     default = not args.get("prefix")
     prefix = os.path.abspath(os.path.expanduser(args["prefix"])) if not default else sys.prefix
@@ -199,6 +202,21 @@ def audit_section(args, emit):
     dists = []
     for site_dir in sites:
         dists.extend(site_distributions(site_dir))
+    signature = distributions_signature(dists)
+    old_prefixes = pyvenv_old_prefixes(prefix) if not default else []
+    snapshot = Snapshot(cache, snapshot_header(prefix, default, sites, old_prefixes))
+    replayed = snapshot.replay(signature, path_exists, workers)
+    lap("snapshot")
+    if replayed is not None:
+        return replay(replayed, emit, started, phases, snapshot.workers_used)
+
+    items = []
+
+    def record(item):
+        items.append(item)
+        emit(item)
+
+    cache.load()
     note_duplicate_names(dists)
     results = {}  # path -> [stat key, {algo: hex} or None when the cache vouches for it, shebang, error]
     quick = settled_distributions(dists, cache, results)
@@ -210,27 +228,37 @@ def audit_section(args, emit):
         if path in results and len(own) == 1:
             continue  # unchanged since it matched this same RECORD
         results.pop(path, None)
-        jobs.append((path, sorted(set([o[1] for o in own] + ["sha256"])), own[0][3]))
+        # A file with one RECORD entry is compared in the worker; only a difference comes back.
+        expected = own[0][1:] if len(own) == 1 else None
+        jobs.append((path, sorted(set([o[1] for o in own] + ["sha256"])), own[0][3], expected))
     hashing = HashRun(jobs, workers)
     new_dirs = {}
+    watch = Watch(sites[0] if sites else prefix)
     extras, pycs = [], []
     for site_dir in sites:  # walks while the workers hash
-        found_extras, found_pycs = walk_code(site_dir, known, covered, cache, new_dirs)
+        found_extras, found_pycs = walk_code(site_dir, known, covered, cache, new_dirs, watch)
         extras.extend(found_extras)
         pycs.extend(found_pycs)
-    pyc_ok, pyc_todo = cached_bytecode(pycs, results, cache)
+    pyc_ok, pyc_todo = cached_bytecode(pycs, results, cache, watch)
     hashing.check_pycs(pyc_todo)
     lap("walk")
     hashed_bytes = 0
     for path, key, digests, head, error in hashing.results():
         results[path] = [key, digests, head, error]
-        if key is not None and digests:
+        if key is not None and not error:
             hashed_bytes += key[0]
+    for path, entry in results.items():
+        watch.file(path, entry[0])
     lap("hash")
 
-    flagged, conflicts, matched = judge_files(prefix, default, dists, owners, results, emit)
+    flagged, conflicts, matched = judge_files(prefix, old_prefixes, dists, owners, results, record, watch)
     for dist_index, paths in quick.items():
-        note_stale_shebangs(prefix, dists[dist_index], paths[0], results)
+        note_stale_shebangs(prefix, dists[dist_index], paths[0], results, watch)
+    pyc_checked = len(pyc_todo)
+    save_cache = cache.status != "used" or jobs or pyc_checked or len(quick) < len(dists) or \
+        len(new_dirs) != len(cache.loaded["dirs"])
+    # Made while the workers check the .pyc headers.
+    dist_entries = cache_dists(cache, dists, quick, matched, results) if save_cache and cache.writable else {}
     lap("verdicts")
 
     owners_cache = []
@@ -241,28 +269,25 @@ def audit_section(args, emit):
         return folder_owner(path, sites, owners_cache[0])
 
     for path, reason in extras:
-        emit({"path": path, "distribution": owner(path), "state": "extra", "reason": reason})
+        record({"path": path, "distribution": owner(path), "state": "extra", "reason": reason})
     try:
         for pyc, source, pkey, skey, why in hashing.pyc_results():
+            watch.file(pyc, pkey)
+            watch.same_file(source, skey)
             if source in flagged:
                 continue  # the source's own difference already says it
             if why:
-                emit({"path": pyc, "distribution": owner(pyc), "state": "modified", "reason": why})
+                record({"path": pyc, "distribution": owner(pyc), "state": "modified", "reason": why})
             elif cache.settled(pkey) and cache.settled(skey) and source in results:
                 pyc_ok[pyc] = key_text(pkey)
     finally:
         hashing.close()
-    pyc_checked = len(pyc_todo)
     lap("bytecode")
 
-    if cache.status != "used" or jobs or pyc_checked or len(quick) < len(dists) or \
-            len(new_dirs) != len(cache.loaded["dirs"]):
-        cache.save({"dists": cache_dists(cache, dists, quick, matched, results),
-                    "dirs": new_dirs, "pyc": pyc_ok})
-    lap("cache_save")
-
+    if save_cache:
+        cache.save({"dists": dist_entries, "dirs": new_dirs, "pyc": pyc_ok})
     total_files = sum(len(q[0]) for q in quick.values()) + len(owners)
-    return {
+    data = {
         "python": sys.executable,
         "prefix": prefix,
         "default": default,
@@ -277,9 +302,30 @@ def audit_section(args, emit):
             "hashed": len(jobs), "hashed_bytes": hashed_bytes, "cached": total_files - len(jobs),
             "unhashed": unhashed, "pyc_checked": pyc_checked, "pyc_cached": len(pycs) - pyc_checked,
             "extra": len(extras), "workers": hashing.workers, "cache": cache.status, "cache_path": cache.path,
-            "seconds": round(time.time() - started, 3), "phases": phases,
         },
     }
+    records_settled = all(cache.settled(d["record_key"]) for d in dists if d.get("record_key") is not None)
+    kept = snapshot.save(signature, watch, records_settled, data, items)
+    data["stats"]["snapshot"] = "saved" if kept else "not saved: files changed during the audit, or too recently"
+    lap("cache_save")
+    data["stats"].update(seconds=round(time.time() - started, 3), phases=phases)
+    return data
+
+
+def replay(replayed, emit, started, phases, workers):
+    """The last audit's result, replayed because nothing it rests on has changed."""
+    data, items = replayed
+    for item in items:
+        emit(item)
+    stats = data["stats"]
+    stats.update(
+        hashed=0, hashed_bytes=0, cached=stats.get("files", 0), pyc_checked=0,
+        pyc_cached=stats.get("pyc_checked", 0) + stats.get("pyc_cached", 0), workers=workers, cache="used",
+        snapshot="replayed: no file, folder or metadata changed since the last audit",
+        seconds=round(time.time() - started, 3), phases=phases,
+    )
+    data["python"] = sys.executable
+    return data
 
 
 def note_duplicate_names(dists):
@@ -294,10 +340,14 @@ def note_duplicate_names(dists):
                                      "uninstall); each is checked against its own RECORD" % (dist["name"], site_dir, versions))
 
 
+def split_joined(text):
+    return text.split("\0") if text else []
+
+
 def vouched_files(dist, entry, results):
     """Files the cache saw match this same RECORD and whose stat has not changed since."""
     vouched = {}
-    for rel, text in entry[1].items():
+    for rel, text in zip(split_joined(entry[1][0]), split_joined(entry[1][1])):
         path = site_path(dist["site"], rel)
         try:
             key = stat_key(os.stat(fsb(path)))
@@ -319,11 +369,13 @@ def settled_distributions(dists, cache, results):
         if not entry or dist.get("record_key") is None or entry[0] != key_text(dist["record_key"]):
             continue
         vouched = vouched_files(dist, entry, results)
-        if entry[4] and len(vouched) == len(entry[1]):
-            quick[index] = (sorted(vouched), [site_path(dist["site"], rel) for rel in entry[3]])
+        unhashed = split_joined(entry[3])
+        listed = entry[1][0].count("\0") + 1 if entry[1][0] else 0
+        if entry[4] and len(vouched) == listed:
+            quick[index] = (sorted(vouched), [site_path(dist["site"], rel) for rel in unhashed])
             dist["record_notes"] = list(entry[5])
             dist["notes"].extend(entry[5])
-            dist.update(files=len(vouched) + len(entry[3]), verified=len(vouched), problems=0)
+            dist.update(files=len(vouched) + len(unhashed), verified=len(vouched), problems=0)
     # A newly installed distribution may list a settled one's path: judge both in full then.
     claimed = {}
     for index, (hashed_paths, _) in quick.items():
@@ -365,27 +417,32 @@ def index_records(dists, quick):
     return owners, known, covered, unhashed
 
 
-def note_stale_shebangs(prefix, dist, paths, results):
+def note_stale_shebangs(prefix, dist, paths, results, watch):
     bin_dir = prefix + "/bin/"
     for path in paths:
         head = results.get(path, [None, None, None])[2]
         if head and path.startswith(bin_dir):
             interpreter = head[2:].strip().split()[0] if head[2:].strip() else ""
-            if interpreter.startswith("/") and not os.path.exists(fsb(interpreter)):
+            if not interpreter.startswith("/"):
+                continue
+            exists = path_exists(interpreter)
+            watch.interpreter(interpreter, exists)
+            if not exists:
                 dist["notes"].append("console script %s runs %s, which does not exist (the venv was moved?)"
                                      % (os.path.basename(path), interpreter))
 
 
-def judge_files(prefix, default, dists, owners, results, emit):
+def judge_files(prefix, old_prefixes, dists, owners, results, emit, watch):
     """Compare each judged file with its RECORD entries; emit the differences."""
-    old_prefixes = pyvenv_old_prefixes(prefix) if not default else []
     bin_dir = prefix + "/bin/"
     conflicts, flagged, matched = [], set(), set()
     for path, own in owners.items():
         key, digests, head, error = results[path]
         if digests is None and not error:
-            dists[own[0][0]]["verified"] += 1  # vouched for by the cache
+            dists[own[0][0]]["verified"] += 1  # as its RECORD says: vouched by the cache or the worker
             matched.add(path)
+            if head:
+                note_stale_shebangs(prefix, dists[own[0][0]], [path], results, watch)
             continue
         if not error and len(own) == 1:
             record = own[0]
@@ -393,7 +450,7 @@ def judge_files(prefix, default, dists, owners, results, emit):
                 dists[record[0]]["verified"] += 1
                 matched.add(path)
                 if head:
-                    note_stale_shebangs(prefix, dists[record[0]], [path], results)
+                    note_stale_shebangs(prefix, dists[record[0]], [path], results, watch)
                 continue
         first = dists[own[0][0]]
         item = {"path": path, "distribution": first["name"], "version": first["version"],
@@ -420,7 +477,7 @@ def judge_files(prefix, default, dists, owners, results, emit):
                     "kept": "%s %s" % (winner["name"], winner["version"]),
                     "overwritten": sorted(set("%s %s" % (dists[o[0]]["name"], dists[o[0]]["version"]) for o in losers)),
                 })
-            note_stale_shebangs(prefix, first, [path], results)
+            note_stale_shebangs(prefix, first, [path], results, watch)
             continue
         expected = own[-1]
         if expected[3] is not None and expected[3] != key[0]:
@@ -440,7 +497,7 @@ def judge_files(prefix, default, dists, owners, results, emit):
     return flagged, conflicts, matched
 
 
-def cached_bytecode(pycs, results, cache):
+def cached_bytecode(pycs, results, cache, watch):
     """Split .pyc files into those the cache vouches for ({pyc: key}) and those to check.
 
     The header's verdict depends on both files: it stands while the .pyc's stat is the same
@@ -458,6 +515,7 @@ def cached_bytecode(pycs, results, cache):
                 continue
             if key_text(pkey) == entry:
                 ok[pyc] = entry
+                watch.file(pyc, pkey)  # its source's key is watched with the verified files
                 continue
         todo.append((pyc, source))
     return ok, todo
@@ -466,8 +524,10 @@ def cached_bytecode(pycs, results, cache):
 def cache_dists(cache, dists, quick, matched, results):
     """Per distribution with a RECORD: the files that matched it (settled ones only), for next time.
 
-    Entry: [RECORD key, {relative path: key}, {relative path: shebang}, unhashed relative
-    paths, complete (every hashed file matched, alone), RECORD notes]."""
+    Entry: [RECORD key, [relative paths, their keys], {relative path: shebang}, unhashed
+    relative paths, complete (every hashed file matched, alone), RECORD notes]. Lists of
+    paths and keys are "\0"-joined: a few long strings are written and read far faster
+    than 20,000 short ones."""
     entries = {}
     for index, dist in enumerate(dists):
         if dist.get("record") != "ok" or not cache.settled(dist.get("record_key")):
@@ -478,19 +538,24 @@ def cache_dists(cache, dists, quick, matched, results):
         else:
             hashed = [site_path(site_dir, r[0]) for r in dist["rows"] if r[1] is not None]
             unhashed = [site_path(site_dir, r[0]) for r in dist["rows"] if r[1] is None]
-        files, heads, complete = {}, {}, True
-        cut = len(site_dir) + 1
+        rels, keys, heads, complete = [], [], {}, True
+        inside, cut = site_dir + "/", len(site_dir) + 1
+        settled_before = cache.stamp_ns - cache.margin_ns  # cache.settled, inlined for 20,000 files
+        vouched = index in quick
         for path in hashed:
             result = results.get(path)
-            if path not in matched and index not in quick or not cache.settled(result[0]):
+            key = result[0] if result else None
+            if key is None or not vouched and path not in matched or max(key[1], key[2]) >= settled_before:
                 complete = False
                 continue
-            rel = path[cut:] if path.startswith(site_dir + "/") else os.path.relpath(path, site_dir)
-            files[rel] = key_text(result[0])
+            rel = path[cut:] if path.startswith(inside) else os.path.relpath(path, site_dir)
+            rels.append(rel)
+            keys.append("%d:%d:%d:%d" % (key[0], key[1], key[2], key[3]))
             if result[2]:
                 heads[rel] = result[2]
-        entries[dist["path"]] = [key_text(dist["record_key"]), files, heads,
-                                 [relative_to(site_dir, p) for p in unhashed], complete, dist.get("record_notes", [])]
+        entries[dist["path"]] = [key_text(dist["record_key"]), ["\0".join(rels), "\0".join(keys)], heads,
+                                 "\0".join(relative_to(site_dir, p) for p in unhashed), complete,
+                                 dist.get("record_notes", [])]
     return entries
 
 

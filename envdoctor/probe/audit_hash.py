@@ -13,19 +13,20 @@ import json
 import os
 import stat
 import sys
-import tempfile
 import time
 import types
+from array import array
 
 from envdoctor.probe.audit_record import fsb, fst, stat_key
 
 CHUNK = 1 << 20
+MISSING_WORDS = (-1, -1, -1, -1)
 #: Small files travel to a worker in batches of about this many bytes (or files).
 BATCH_BYTES = 4 << 20
 BATCH_FILES = 128
 #: Below this much work, starting processes costs more than it saves.
 PARALLEL_MIN_FILES = 64
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 CACHE_NAME = "audit-cache"
 #: Racy window when the stamp and the files may not share a clock (another file system),
 #: or the file system stores whole seconds (FAT stores 2 s).
@@ -43,61 +44,150 @@ def now_ns():
 # Hashing (in worker processes when there is enough work)
 
 
+def new_hasher(algo):
+    # hashlib.sha256() is faster to make than hashlib.new("sha256"), which counts at 20,000 files.
+    constructor = getattr(hashlib, algo, None) if algo in hashlib.algorithms_guaranteed else None
+    return constructor() if constructor is not None else hashlib.new(algo)
+
+
 def hash_file(path, algos):
-    """(path, stat key, {algo: hex}, shebang line or None, error or None); reads in chunks."""
+    """(path, stat key, {algo: hex}, shebang line or None, error or None).
+
+    Plain descriptors, not file objects: for 20,000 small files the per-file overhead
+    costs more than the hashing. Large files are read in chunks into one buffer."""
     try:
-        handle = open(fsb(path), "rb")
+        fd = os.open(fsb(path), os.O_RDONLY)
     except FileNotFoundError:
         return path, None, None, None, "missing"
     except OSError as exc:
         return path, None, None, None, "unreadable: %s" % exc.strerror
-    with handle:
-        st = os.fstat(handle.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return path, stat_key(st), None, None, "not a regular file"
-        hashers = [(a, hashlib.new(a)) for a in algos]
-        first = handle.read(CHUNK)
+        hashers = [new_hasher(a) for a in algos]
+        # One read for a small file: one byte more than its size, to see that it did not grow.
+        wanted = min(CHUNK, st.st_size + 1)
+        first = os.read(fd, wanted)
         head = first.split(b"\n", 1)[0][:300] if first.startswith(b"#!") else None
-        for _, hasher in hashers:
+        for hasher in hashers:
             hasher.update(first)
-        if len(first) == CHUNK:
+        if len(first) == wanted:  # a large file, or one that grew: read on to the end
             buffer = bytearray(CHUNK)
             view = memoryview(buffer)
             while True:
-                count = handle.readinto(buffer)
+                count = os.readv(fd, [buffer])
                 if not count:
                     break
-                for _, hasher in hashers:
+                for hasher in hashers:
                     hasher.update(view[:count])
-    return path, stat_key(st), dict((a, h.hexdigest()) for a, h in hashers), (fst(head) if head else None), None
+    except OSError as exc:
+        return path, None, None, None, "unreadable: %s" % exc.strerror
+    finally:
+        os.close(fd)
+    digests = dict((a, h.hexdigest()) for a, h in zip(algos, hashers))
+    return path, stat_key(st), digests, (fst(head) if head else None), None
 
 
-def hash_batch(batch):
-    return [hash_file(path, algos) for path, algos in batch]
+#: The batches of the current run, set before the workers fork: a task is only an index, so
+#: that 20,000 paths are never pickled to the workers.
+_BATCHES = []
+
+
+def packable(key):
+    """Whether a stat key fits four signed 64-bit words (inodes can use the 64th bit)."""
+    return key[1] >= 0 and key[2] >= 0 and not key[3] >> 63
+
+
+def hash_batch_at(index):
+    """Hash batch `index` of _BATCHES: (index, stat keys as packed words, [(position, result)]).
+
+    A file that matches its expected (algo, hex, size) is only a packed key; anything else
+    (a difference, an error, a shebang line, a key that does not pack) comes back whole."""
+    words, special = array("q"), []
+    for position, (path, algos, expected) in enumerate(_BATCHES[index]):
+        result = hash_file(path, algos)
+        key = result[1]
+        plain = (expected is not None and result[4] is None and result[3] is None and packable(key)
+                 and result[2].get(expected[0]) == expected[1] and expected[2] in (None, key[0]))
+        if plain:
+            words.extend(key)
+        else:
+            words.extend(MISSING_WORDS)
+            special.append((position, result))
+    return index, words.tobytes(), special
+
+
+def unpack_batch(batch, packed, special):
+    """The results of one batch from hash_batch_at's answer, as hash_file's tuples (digests
+    None for a file that matched)."""
+    words = array("q")
+    words.frombytes(packed)
+    whole = dict(special)
+    for position, (path, _, _) in enumerate(batch):
+        result = whole.get(position)
+        if result is None:
+            at = 4 * position
+            result = (path, list(words[at:at + 4]), None, None, None)
+        yield result
 
 
 def check_pyc_batch(batch):
-    """[(pyc, source)] -> [(pyc, source, pyc key, source key, why or None)]; unused ones left out."""
-    checked = []
-    for pyc, source in batch:
+    """[(pyc, source)] -> (packed pyc and source keys, [(position, why or None, keys)] for
+    the .pyc files that differ, whose keys do not pack, or that are not used at all)."""
+    words, special = array("q"), []
+    for position, (pyc, source) in enumerate(batch):
         try:
-            pkey = stat_key(os.stat(fsb(pyc)))
             skey = stat_key(os.stat(fsb(source)))
+            fd = os.open(fsb(pyc), os.O_RDONLY)
         except OSError:
-            continue  # a .pyc without its source is never loaded from __pycache__
-        checked.append((pyc, source, pkey, skey, pyc_mismatch(pyc, source, skey)))
-    return checked
+            # No source: a .pyc in __pycache__ without one is never loaded. Or the .pyc is
+            # gone since its folder was listed.
+            words.extend(MISSING_WORDS * 2)
+            special.append((position, "unused", None))
+            continue
+        try:
+            pkey = stat_key(os.fstat(fd))
+            header = os.read(fd, 16)
+        except OSError:
+            pkey, header = None, b""
+        finally:
+            os.close(fd)
+        why = header_mismatch(header, source, skey) if pkey is not None else "unused"
+        if why is None and packable(pkey) and packable(skey):
+            words.extend(pkey)
+            words.extend(skey)
+        else:
+            words.extend(MISSING_WORDS * 2)
+            special.append((position, why, (pkey, skey)))
+    return words.tobytes(), special
+
+
+def unpack_pycs(batch, packed, special):
+    """check_pyc_batch's answer as (pyc, source, pyc key, source key, why) tuples; unused .pyc
+    files are left out."""
+    words = array("q")
+    words.frombytes(packed)
+    whole = dict((position, (why, keys)) for position, why, keys in special)
+    for position, (pyc, source) in enumerate(batch):
+        if position in whole:
+            why, keys = whole[position]
+            if why != "unused":
+                yield pyc, source, keys[0], keys[1], why
+            continue
+        at = 8 * position
+        yield pyc, source, list(words[at:at + 4]), list(words[at + 4:at + 8]), None
 
 
 def make_batches(jobs):
-    """jobs: [(path, algos, size)] -> batches, largest first, so the pool ends together."""
+    """jobs: [(path, algos, size, expected)] -> batches, largest first, so the pool ends together."""
     jobs = sorted(jobs, key=lambda j: -(j[2] or 0))
     batches, current, current_bytes = [], [], 0
-    for path, algos, size in jobs:
+    for path, algos, size, expected in jobs:
         if (size or 0) >= BATCH_BYTES:
-            batches.append([(path, algos)])
+            batches.append([(path, algos, expected)])
             continue
-        current.append((path, algos))
+        current.append((path, algos, expected))
         current_bytes += size or 0
         if current_bytes >= BATCH_BYTES or len(current) >= BATCH_FILES:
             batches.append(current)
@@ -130,42 +220,40 @@ class HashRun(object):
 
     def __init__(self, jobs, workers):
         self.batches = make_batches(jobs)
+        _BATCHES[:] = self.batches
         self.pool = None
         self.pending = None
         self.pyc_pending = None
+        self.pyc_batches = []
         if workers > 1 and len(jobs) >= PARALLEL_MIN_FILES:
             try:
                 import multiprocessing
 
                 _make_importable()
                 self.pool = multiprocessing.get_context("fork").Pool(min(workers, len(self.batches)))
-                self.pending = self.pool.imap_unordered(hash_batch, self.batches)
+                self.pending = self.pool.imap_unordered(hash_batch_at, range(len(self.batches)))
             except (ImportError, OSError, ValueError, AttributeError):
                 self.pool = None  # no /dev/shm, no fork: hash in this process
         self.workers = min(workers, len(self.batches)) if self.pool is not None else 1
 
     def check_pycs(self, pycs):
         """Queue .pyc header checks behind the hashing; results() yields them after the digests."""
-        batches = [pycs[i:i + 512] for i in range(0, len(pycs), 512)]
+        self.pyc_batches = [pycs[i:i + 512] for i in range(0, len(pycs), 512)]
         if self.pool is not None:
-            self.pyc_pending = self.pool.imap_unordered(check_pyc_batch, batches)
+            self.pyc_pending = self.pool.imap(check_pyc_batch, self.pyc_batches)
         else:
-            self.pyc_pending = (check_pyc_batch(b) for b in batches)
+            self.pyc_pending = (check_pyc_batch(b) for b in self.pyc_batches)
 
     def pyc_results(self):
-        for checked in self.pyc_pending or ():
-            for result in checked:
+        for batch, (packed, special) in zip(self.pyc_batches, self.pyc_pending or ()):
+            for result in unpack_pycs(batch, packed, special):
                 yield result
 
     def results(self):
-        if self.pool is not None:
-            for results in self.pending:
-                for result in results:
-                    yield result
-        else:
-            for batch in self.batches:
-                for result in hash_batch(batch):
-                    yield result
+        answers = self.pending if self.pool is not None else (hash_batch_at(i) for i in range(len(self.batches)))
+        for index, packed, special in answers:
+            for result in unpack_batch(self.batches[index], packed, special):
+                yield result
 
     def close(self):
         if self.pool is not None:
@@ -228,8 +316,10 @@ class StatCache(object):
             self.margin_ns = racy_margin(self.stamp_ns, site_dev == self.stamp_dev)
         except OSError as exc:
             self.status = "unavailable: %s" % (exc.strerror or exc)
-            return
-        if not self.use:
+
+    def load(self):
+        """Read the entries of the last audit (after open; nothing with --full)."""
+        if not self.use or not self.writable:
             return
         try:
             with open(fsb(self.path), "rb") as handle:
@@ -264,25 +354,39 @@ class StatCache(object):
                 "base": self.base}
         for name, entries in sections.items():
             data[name] = dict((self.shorten(p), e) for p, e in entries.items())
-        try:
-            fd, tmp = tempfile.mkstemp(dir=fsb(self.folder), prefix=b".audit-cache-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(json.dumps(data, separators=(",", ":")).encode("utf-8", "surrogateescape"))
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, fsb(self.path))
-        except (OSError, ValueError):
-            pass  # a cache that cannot be written only costs time next run
+        write_private(self.folder, CACHE_NAME, data)
 
 
-def pyc_mismatch(pyc_path, source_path, source_key):
-    """Why a cached .pyc does not belong to its source, or None when it does (or is unused)."""
-    import importlib.util
+def write_private(folder, name, data, tail=None):
+    """Write data as one line of JSON to folder/name, then the raw bytes of tail if any;
+    owner-only, by rename. False when it could not be written: a cache that cannot be
+    written only costs time next run, so that is not an error."""
+    import tempfile  # only when writing: 4 ms of start-up otherwise
 
     try:
-        with open(fsb(pyc_path), "rb") as handle:
-            header = handle.read(16)
-    except OSError:
-        return None
+        fd, tmp = tempfile.mkstemp(dir=fsb(folder), prefix=b"." + fsb(name) + b"-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                # ASCII JSON (surrogates escaped), so the first newline ends it.
+                handle.write(json.dumps(data, separators=(",", ":")).encode("ascii"))
+                if tail is not None:
+                    handle.write(b"\n")
+                    handle.write(tail)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, fsb(os.path.join(folder, name)))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def header_mismatch(header, source_path, source_key):
+    """Why a cached .pyc (its first 16 bytes) does not belong to its source, or None when it
+    does (or when this interpreter would not use it)."""
+    import importlib.util
+
     if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
         return None  # another interpreter's bytecode: this one ignores it
     flags = int.from_bytes(header[4:8], "little")

@@ -22,7 +22,7 @@ from envdoctor.transport.interface import Transport
 CORE_MODULE = "core"
 SECTION_MODULES: dict[str, str] = {"host": "host", "venvs": "venvs"}
 #: Helper modules a section module uses, sent before it (a large section can be split).
-MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash")}
+MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot")}
 
 _WRAPPER = r"""
 ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)

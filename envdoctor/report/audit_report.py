@@ -79,7 +79,8 @@ def _host_lines(host: HostAudit) -> list[Text]:
     lines.append(Text(
         f"  {stats.get('files', 0)} files ({int(stats.get('bytes', 0)) / 1e6:.1f} MB) in "
         f"{len(host.distributions)} distributions; hashed {stats.get('hashed', 0)}, "
-        f"unchanged since last audit {stats.get('cached', 0)}; cache {stats.get('cache', '?')}",
+        f"unchanged since last audit {stats.get('cached', 0)}; cache {stats.get('cache', '?')}"
+        + ("; nothing changed, last result replayed" if str(stats.get("snapshot", "")).startswith("replayed") else ""),
         style="dim"))
     groups: dict[str, list[Any]] = {}
     for item in host.files:
