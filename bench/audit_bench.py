@@ -82,6 +82,16 @@ def audit_once(spec, settings, full: bool) -> dict:
     return asyncio.run(run())
 
 
+def ssh_true_once(spec, settings) -> None:
+    """The fixed cost of one command over this sshd: connect, log in (the user's shell reads
+    its rc files), run `true`."""
+    async def run() -> None:
+        async with open_transport(spec, settings) as transport:
+            await transport.run(["true"])
+
+    asyncio.run(run())
+
+
 def cli_once(venv: Path, host: str, ssh_config: Path | None, full: bool) -> None:
     argv = [sys.executable, "-m", "envdoctor", "audit", host, "--venv", str(venv), "--format", "json"]
     if ssh_config:
@@ -119,6 +129,7 @@ def main() -> None:
             "re-audit, local": lambda: audit_once(local, settings, False),
             "audit --full, ssh": lambda: audit_once(remote, settings, True),
             "re-audit, ssh": lambda: audit_once(remote, settings, False),
+            "ssh: connect and run `true`": lambda: ssh_true_once(remote, settings),
             "CLI audit --full, ssh": lambda: cli_once(venv, "benchhost", server.ssh_config, True),
             "CLI re-audit, ssh": lambda: cli_once(venv, "benchhost", server.ssh_config, False),
         }
@@ -147,6 +158,10 @@ def main() -> None:
     for where in ("local", "ssh"):
         share = best[f"re-audit, {where}"] / best[f"audit --full, {where}"]
         print(f"re-audit / full audit, {where}: {share:.0%}")
+    fixed = best["ssh: connect and run `true`"]
+    print(f"of the ssh re-audit's {best['re-audit, ssh']:.3f} s, {fixed:.3f} s is what any one command over this "
+          f"sshd costs (connection, login shell and its rc files); without it: "
+          f"{(best['re-audit, ssh'] - fixed) / (best['audit --full, ssh'] - fixed):.0%}")
     print(f"probe phases, full: {probe_stats['full']['phases']}")
     print(f"probe phases, re-audit: {probe_stats['re']['phases']}")
     print(f"targets: full audit <= 1.5x openssl; re-audit < 20% of full")

@@ -42,13 +42,37 @@ echo "envdoctor: no Python 3 interpreter found on this host (looked for python3 
 exit 127
 """
 
-_BOOTSTRAP = (
-    "import json,sys;"
-    "r=json.loads(sys.stdin.readline());"
-    "g={'__name__':'envdoctor_probe'};"
-    "exec(compile(sys.stdin.read(),'<envdoctor-probe>','exec'),g);"
-    "g['main'](r)"
-)
+#: Reads the request line and the program from stdin and runs the program. Compiling the
+#: program costs 10 to 25 ms on every run, so the code object is kept in the user's cache
+#: folder (owner-only, keyed by the program's text and the exact Python build, the newest
+#: PROBE_CACHE_KEEP kept). Any failure there only means compiling again.
+PROBE_CACHE_KEEP = 16
+_BOOTSTRAP = f"""
+import json,sys
+i=sys.stdin.buffer
+r=json.loads(i.readline().decode('utf-8'))
+s=i.read()
+c=None
+try:
+ import hashlib,marshal,os
+ d=os.path.join(os.path.expanduser('~'),'.cache','envdoctor')
+ p=os.path.join(d,'probe-'+hashlib.sha1(s+sys.version.encode()).hexdigest())
+ with open(p,'rb') as f:c=marshal.loads(f.read())
+except Exception:pass
+if c is None:
+ c=compile(s,'<envdoctor-probe>','exec')
+ try:
+  if not os.path.isdir(d):os.makedirs(d,0o700)
+  t='%s.%d.tmp'%(p,os.getpid())
+  with open(os.open(t,os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o600),'wb') as f:f.write(marshal.dumps(c))
+  os.replace(t,p)
+  o=sorted((os.stat(os.path.join(d,n)).st_mtime,n) for n in os.listdir(d) if n.startswith('probe-'))
+  for _,n in o[:-{PROBE_CACHE_KEEP}]:os.unlink(os.path.join(d,n))
+ except Exception:pass
+g={{'__name__':'envdoctor_probe'}}
+exec(c,g)
+g['main'](r)
+"""
 
 NO_PYTHON_STATUS = 127
 
