@@ -304,7 +304,15 @@ class StatCache(object):
             return
         try:
             if not os.path.isdir(fsb(self.folder)):
-                os.makedirs(fsb(self.folder), 0o700)
+                parent = os.path.dirname(self.folder)
+                if not os.path.isdir(fsb(parent)):
+                    # ~/.cache/envdoctor: owner-only, also under a umask of 002 (the probe's
+                    # compiled-program cache is trusted only in a folder nobody else can write).
+                    os.makedirs(fsb(parent), 0o700, exist_ok=True)
+                try:
+                    os.mkdir(fsb(self.folder), 0o700)
+                except FileExistsError:
+                    pass  # another audit made it just now
             # The stamp comes from the file system's own clock, like the files it is compared with.
             fd = os.open(fsb(os.path.join(self.folder, ".audit-stamp")), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:

@@ -45,7 +45,9 @@ exit 127
 #: Reads the request line and the program from stdin and runs the program. Compiling the
 #: program costs 10 to 25 ms on every run, so the code object is kept in the user's cache
 #: folder (owner-only, keyed by the program's text and the exact Python build, the newest
-#: PROBE_CACHE_KEEP kept). Any failure there only means compiling again.
+#: PROBE_CACHE_KEEP kept). It is used only when the folder and the file belong to the user
+#: and nobody else can write them, since it is code that runs. Any failure there only means
+#: compiling again.
 PROBE_CACHE_KEEP = 16
 _BOOTSTRAP = f"""
 import json,sys
@@ -57,6 +59,10 @@ try:
  import hashlib,marshal,os
  d=os.path.join(os.path.expanduser('~'),'.cache','envdoctor')
  p=os.path.join(d,'probe-'+hashlib.sha1(s+sys.version.encode()).hexdigest())
+ u=os.getuid()
+ for q in (d,p):
+  m=os.stat(q)
+  if m.st_uid!=u or m.st_mode&0o022:raise OSError(q)
  with open(p,'rb') as f:c=marshal.loads(f.read())
 except Exception:pass
 if c is None:
