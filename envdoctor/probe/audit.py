@@ -306,7 +306,12 @@ def audit_section(args, emit):
     }
     records_settled = all(cache.settled(d["record_key"]) for d in dists if d.get("record_key") is not None)
     kept = snapshot.save(signature, watch, records_settled, data, items)
-    data["stats"]["snapshot"] = "saved" if kept else "not saved: files changed during the audit, or too recently"
+    if kept:
+        data["stats"]["snapshot"] = "saved"
+    elif not cache.writable:
+        data["stats"]["snapshot"] = "not saved: the cache is " + cache.status
+    else:
+        data["stats"]["snapshot"] = "not saved: files changed during the audit, or too recently"
     lap("cache_save")
     data["stats"].update(seconds=round(time.time() - started, 3), phases=phases)
     return data
