@@ -164,7 +164,7 @@ def main() -> None:
           f"{(best['re-audit, ssh'] - fixed) / (best['audit --full, ssh'] - fixed):.0%}")
     print(f"probe phases, full: {probe_stats['full']['phases']}")
     print(f"probe phases, re-audit: {probe_stats['re']['phases']}")
-    print(f"targets: full audit <= 1.5x openssl; re-audit < 20% of full")
+    print("targets: full audit <= 1.5x openssl; re-audit < 20% of full")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.transport.ssh_config import reduced_config_files
-from envdoctor.transport.target import DEFAULT_SSH_CONFIG, SSHOptions, SSHTarget
+from envdoctor.transport.target import SSHOptions, SSHTarget
 from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
 

@@ -184,7 +184,7 @@ def test_section_script_outside_site_and_shebang_rewritten_after_move(fake_env):
     prefix, site = fake_env
     body = b"import sys\nfrom tool import main\nsys.exit(main())\n"
     old = b"#!/old/place/bin/python3\n" + body
-    (prefix / "pyvenv.cfg").write_text(f"home = /usr/bin\ncommand = /usr/bin/python3 -m venv /old/place\n")
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\ncommand = /usr/bin/python3 -m venv /old/place\n")
     (prefix / "bin" / "tool").write_bytes(f"#!{prefix}/bin/python3\n".encode() + body)
     (prefix / "bin" / "tool2").write_bytes(old)
     write_dist(site, "tool", "1.0", [("../../../bin/tool", old, "b64"), ("../../../bin/tool2", old, "b64")])
