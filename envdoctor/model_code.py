@@ -1,5 +1,6 @@
 """The imports of a model's own code (what ``trust_remote_code`` would run), read with libcst
-on the controller and checked against what the venv has installed.
+on the controller (:mod:`envdoctor.model_imports`) and checked against what the venv has
+installed.
 
 Two ways model code breaks: a module the venv lacks (Kimi's tokenizer needs ``tiktoken``),
 and a name an installed library no longer has (old Kimi code imports ``bytes_to_unicode``
@@ -12,7 +13,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import libcst as cst
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -68,51 +68,16 @@ class ImportRef:
     relative: bool
 
 
-class _ImportCollector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (cst.metadata.PositionProvider,)
-
-    def __init__(self, file: str) -> None:
-        super().__init__()
-        self.file = file
-        self.found: list[ImportRef] = []
-        self._try_depth = 0
-
-    def visit_Try(self, node: cst.Try) -> None:
-        self._try_depth += 1
-
-    def leave_Try(self, original_node: cst.Try) -> None:
-        self._try_depth -= 1
-
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(cst.metadata.PositionProvider, node).start.line
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            module = cst.helpers.get_full_name_for_node(alias.name) or ""
-            self.found.append(ImportRef(self.file, self._line(node), module, (), self._try_depth > 0, False))
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = cst.helpers.get_full_name_for_node(node.module) if node.module else ""
-        names: tuple[str, ...] = ()
-        if not isinstance(node.names, cst.ImportStar):
-            names = tuple(cst.helpers.get_full_name_for_node(a.name) or "" for a in node.names)
-        relative = bool(node.relative)
-        self.found.append(ImportRef(self.file, self._line(node), module or "", names, self._try_depth > 0, relative))
-
-
 class CodeParseError(ValueError):
     pass
 
 
 def read_imports(file: str, source: str) -> list[ImportRef]:
     """Every import statement of one source file, with its line."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        raise CodeParseError(f"{file}:{exc.raw_line}: not valid Python: {exc.message}") from None
-    collector = _ImportCollector(file)
-    cst.metadata.MetadataWrapper(module).visit(collector)
-    return collector.found
+    # libcst takes ~150 ms to import: only runs that read model code pay for it.
+    from envdoctor.model_imports import collect_imports
+
+    return collect_imports(file, source)
 
 
 def distribution_for(module: str) -> str:

@@ -20,9 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import libcst as cst
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -36,6 +35,10 @@ from envdoctor.patch_host import KILL_AFTER_INTENT_ENV, change_request, run_host
 from envdoctor.results import Remedy
 from envdoctor.transport.interface import Transport
 
+if TYPE_CHECKING:
+    # libcst takes ~150 ms to import: the CLI pays for it only when a transform runs.
+    import libcst as cst
+
 PENDING, APPLIED, NOT_APPLICABLE, CONFLICT = "pending", "applied", "not-applicable", "conflict"
 
 
@@ -47,7 +50,7 @@ class TransformMismatch(Exception):
     """Raised by a transform when the file does not hold the code it knows how to change."""
 
 
-Transform = Callable[[cst.Module], cst.Module]
+Transform = Callable[["cst.Module"], "cst.Module"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ def record_hash_hex(record: str | None) -> str | None:
 
 def transform_source(patch: Patch, source: bytes) -> bytes | None:
     """The patched text, or None when the transform says it is already applied."""
+    import libcst as cst  # here, not at the top: start-up time (see TYPE_CHECKING above)
+
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:

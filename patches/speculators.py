@@ -9,12 +9,17 @@ removed ``vllm_hidden_states_generator.py`` (generation goes through a vLLM serv
 
 from __future__ import annotations
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper
+from typing import TYPE_CHECKING
+
 from packaging.specifiers import SpecifierSet
 
-from envdoctor.cst_edits import AddTrustRemoteCode, callee_is
 from envdoctor.patching import Patch, SkipFile, TransformMismatch
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+# libcst (~150 ms to import) is imported inside the transforms, so that listing and
+# checking patches does not pay for it; the transformer classes live in _speculators_cst.
 
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
 WORKER = "speculators/data_generation/custom_worker.py"
@@ -22,6 +27,10 @@ WORKER = "speculators/data_generation/custom_worker.py"
 
 def tokenizer_trusts_remote_code(module: cst.Module) -> cst.Module:
     """Pass trust_remote_code=True to AutoTokenizer.from_pretrained, as the AutoConfig call does."""
+    from libcst.metadata import MetadataWrapper
+
+    from envdoctor.cst_edits import AddTrustRemoteCode, callee_is
+
     edit = AddTrustRemoteCode(callee_is("transformers.AutoTokenizer.from_pretrained"))
     new = MetadataWrapper(module).visit(edit)
     if edit.changed_lines:
@@ -49,66 +58,11 @@ TOKENIZER = Patch(
 )
 
 
-class _LanguageModelFirst(cst.CSTTransformer):
-    """In _setup_hidden_states_capture: reach the decoder through language_model when there is one."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.in_setup = False
-        self.replaced = 0
-        self.resolves_itself = False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if node.name.value == "_setup_hidden_states_capture":
-            self.in_setup = True
-
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
-        if original.name.value == "_setup_hidden_states_capture":
-            self.in_setup = False
-        return updated
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if self.in_setup and node.value in ("language_model", "get_language_model"):
-            self.resolves_itself = True
-
-    def leave_SimpleStatementLine(
-        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-    ) -> cst.BaseStatement | cst.RemovalSentinel:
-        if not self.in_setup or len(updated.body) != 1:
-            return updated
-        statement = updated.body[0]
-        if not (
-            isinstance(statement, cst.Assign)
-            and len(statement.targets) == 1
-            and isinstance(statement.targets[0].target, cst.Name)
-            and statement.targets[0].target.value == "base_model"
-            and isinstance(statement.value, cst.Attribute)
-            and isinstance(statement.value.value, cst.Name)
-            and statement.value.value.value == "model"
-            and statement.value.attr.value == "model"
-        ):
-            return updated
-        self.replaced += 1
-        replacement = cst.parse_statement(
-            "# Multimodal wrappers (e.g. KimiK25ForConditionalGeneration) keep the decoder\n"
-            "# under language_model; text-only models have it at model.model.\n"
-            'if hasattr(model, "language_model"):\n'
-            "    base_model = model.language_model.model\n"
-            "else:\n"
-            "    pass\n"
-        )
-        assert isinstance(replacement, cst.If) and isinstance(replacement.orelse, cst.Else)
-        # The original line (with its own comment) becomes the else branch, unchanged.
-        orelse = replacement.orelse.with_changes(
-            body=replacement.orelse.body.with_changes(body=[updated.with_changes(leading_lines=())])
-        )
-        return replacement.with_changes(leading_lines=[*updated.leading_lines, *replacement.leading_lines],
-                                        orelse=orelse)
-
-
 def decoder_through_language_model(module: cst.Module) -> cst.Module:
     """``base_model = model.model`` -> ``model.language_model.model`` when the wrapper has one."""
-    edit = _LanguageModelFirst()
+    from patches._speculators_cst import LanguageModelFirst
+
+    edit = LanguageModelFirst()
     new = module.visit(edit)
     if edit.resolves_itself:
         raise SkipFile("_setup_hidden_states_capture already reaches language_model")

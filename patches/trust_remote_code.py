@@ -10,13 +10,14 @@ it under the id ``trust-remote-code`` like any other patch. A call that passes
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper
 from packaging.specifiers import SpecifierSet
 
-from envdoctor.cst_edits import AddTrustRemoteCode, at_lines
 from envdoctor.patching import Patch, SkipFile, Transform, TransformMismatch
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 PATCH_ID = "trust-remote-code"
 
@@ -25,6 +26,12 @@ def add_flag_at(lines: Collection[int]) -> Transform:
     """A transform adding trust_remote_code=True to the calls that start on ``lines``."""
 
     def transform(module: cst.Module) -> cst.Module:
+        # Imported when the transform runs, not when this module loads: start-up time
+        # (libcst takes ~150 ms to import, and every command loads the patch definitions).
+        from libcst.metadata import MetadataWrapper
+
+        from envdoctor.cst_edits import AddTrustRemoteCode, at_lines
+
         edit = AddTrustRemoteCode(at_lines(lines))
         new = MetadataWrapper(module).visit(edit)
         if edit.changed_lines:

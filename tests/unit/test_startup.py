@@ -1,0 +1,72 @@
+"""Start-up time: commands that parse no code do not import libcst (~150 ms of every run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import venv as venv_module
+from pathlib import Path
+
+#: Runs in a fresh interpreter (this one has long imported libcst for other tests); prints
+#: the libcst modules loaded after the commands, then after one libcst operation of each kind.
+PROGRAM = textwrap.dedent(
+    """
+    import sys
+
+    from click.testing import CliRunner
+
+    import envdoctor.cli, envdoctor.fleet, envdoctor.gather, envdoctor.revert
+    from envdoctor.cli import cli
+    from envdoctor.gather import build_request
+    from envdoctor.graph import load_checks
+    from envdoctor.inventory import HostSpec
+    from envdoctor.patching import load_patches
+
+
+    def loaded():
+        return sorted(name for name in sys.modules if name.split(".")[0] == "libcst")
+
+
+    venv, model = sys.argv[1:3]
+    assert len(load_checks().checks) > 10
+    patches = load_patches().patches
+    assert patches and all(p.id and p.distribution and p.files and p.versions for p in patches)
+    # Every probe section's arguments, the patched files and the scan filter among them.
+    build_request(HostSpec("h", None, venv=venv, models=("/nonexistent",)))
+    for args in (["--help"], ["checks"], ["patches", "list"],
+                 ["patches", "show", "speculators-multimodal-decoder-layers"],
+                 ["check", "local", "--format", "json"], ["facts", "local", "--model", model, "-f", "json"],
+                 ["audit", "local", "--venv", venv, "--format", "json"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.output)
+    print(loaded())
+
+    from envdoctor.model_code import read_imports
+    from envdoctor.patching import transform_source
+    from envdoctor.scan import scan_source
+    from patches.speculators import MULTIMODAL_DECODER
+
+    worker = b"def _setup_hidden_states_capture(model):\\n    base_model = model.model\\n"
+    assert b"language_model" in transform_source(MULTIMODAL_DECODER, worker)
+    assert scan_source(b"from transformers import AutoModel\\nAutoModel.from_pretrained(p)\\n", "m.py")[0]
+    assert read_imports("m.py", "import tiktoken\\n")[0].module == "tiktoken"
+    print(bool(loaded()))
+    """
+)
+
+
+def test_commands_without_parsing_do_not_import_libcst(tmp_path: Path) -> None:
+    """Commands that parse no code leave libcst unimported; transforms, scans, model imports work."""
+    venv_module.EnvBuilder(with_pip=False, clear=True).create(tmp_path / "venv")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(
+        '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, '
+        '"num_hidden_layers": 2, "vocab_size": 100}'
+    )
+    proc = subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path / "venv"), str(tmp_path / "model")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    after_commands, after_parsing = proc.stdout.strip().splitlines()[-2:]
+    assert after_commands == "[]", f"libcst imported at start-up: {after_commands}"
+    assert after_parsing == "True"
