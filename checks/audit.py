@@ -9,6 +9,7 @@ from envdoctor.results import CheckResult, errored, failed, passed, warned
 
 @check(
     "audit.patches",
+    facts=("patch-ledger",),
     title="envdoctor's recorded patches are still in their files",
     requires=["python.venv"],
     why="a job that relies on a patched library fails the old way once a reinstall removed the patch",

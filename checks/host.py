@@ -19,6 +19,7 @@ DISK_WARN_BYTES = 10 * GIB
 
 @check(
     "host.reachable",
+    facts=(),
     title="Host reachable and authenticated",
     why="nothing else can be checked or fixed until envdoctor can log in",
 )
@@ -33,6 +34,7 @@ def reachable(ctx: CheckContext) -> CheckResult:
 
 @check(
     "host.python",
+    facts=(),
     title="A Python 3 interpreter runs the probe",
     requires=["host.reachable"],
     why="envdoctor's probe and every Python job need an interpreter on the host",
@@ -50,6 +52,7 @@ def python_runs(ctx: CheckContext) -> CheckResult:
 
 @check(
     "host.gpu",
+    facts=(),
     title="NVIDIA GPUs visible",
     requires=["host.python"],
     why="serving and training jobs need the driver to answer; a driver/library mismatch fails every job",
@@ -69,6 +72,7 @@ def gpus(ctx: CheckContext) -> CheckResult:
 
 @check(
     "host.disk",
+    facts=(),
     title="Free disk space",
     requires=["host.python"],
     why="package installs and checkpoints fail half-way on a full disk",

@@ -11,6 +11,7 @@ from checks.packages import unmet_requirements
 
 @check(
     "python.venv",
+    facts=(),
     title="The job's Python environment exists and runs",
     requires=["host.python"],
     why="a job started with the wrong interpreter fails on its first import",
@@ -65,6 +66,7 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
 
 @check(
     "python.pip-path",
+    facts=(),
     title="`python3` and `pip` in a non-interactive command are the job's",
     requires=["python.venv"],
     why="`pip install` over SSH installs into whatever interpreter `pip` on PATH belongs to",

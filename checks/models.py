@@ -50,6 +50,7 @@ def per_model(ctx: CheckContext, judge: Callable[[ModelFacts], CheckResult]) -> 
 
 @check(
     "model.config",
+    facts=("models",),
     title="Model config.json describes the architecture",
     requires=["python.venv"],
     why="the drafter and the serving engine are sized from these fields; a guess here trains the wrong shape",
@@ -71,6 +72,7 @@ def model_config(ctx: CheckContext) -> CheckResult:
 
 @check(
     "model.code-imports",
+    facts=("models",),
     title="The model's own code can import what it needs",
     requires=["python.venv"],
     why="trust_remote_code runs these files; an import they lack fails the first tokenizer load of the job",
@@ -124,6 +126,7 @@ def code_imports(ctx: CheckContext) -> CheckResult:
 
 @check(
     "model.tokenizer",
+    facts=("models",),
     title="Tokenizer files are complete (read, not run)",
     requires=["python.venv"],
     why="a tokenizer that is missing its ranks file or chat template fails or, worse, formats prompts wrongly",
@@ -182,6 +185,7 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
 
 @check(
     "model.tokenizer-live",
+    facts=("models",),
     title="Tokenizer loads in the venv, as the job will load it",
     requires=["python.venv"],
     why="a tokenizer that loads as a different class without an error silently changes every id the job sees",
@@ -232,6 +236,7 @@ def tokenizer_live(ctx: CheckContext) -> CheckResult:
 
 @check(
     "model.mask-token",
+    facts=("models",),
     title="A mask token for a DFlash drafter",
     requires=["python.venv"],
     why="DFlash trains with a mask token; falling back to the pad token quietly costs acceptance length",

@@ -73,6 +73,7 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
 
 @check(
     "packages.required",
+    facts=(),
     title="Required packages installed",
     requires=["python.venv"],
     why="the job imports these; a missing one fails after the model has started loading",
@@ -119,6 +120,7 @@ def _broken_dependencies(env: Environment) -> dict[str, list[tuple[str, str]]]:
 
 @check(
     "packages.consistent",
+    facts=(),
     title="Installed packages' own requirements are met",
     requires=["python.venv"],
     why="a library whose dependency drifted fails at import or, worse, misbehaves at run time",

@@ -37,6 +37,9 @@ from patches import trust_remote_code
 
 CONSENT_HINT = "pass --trust-remote-code (or trust_remote_code = true in envdoctor.toml) to let fix apply it"
 
+#: Patch checks read the files the ``patch_files`` probe section fetched.
+PATCH_FACTS = ("patch_files",)
+
 
 def reinstall_remedy(plan: PatchPlan, env: Environment) -> Remedy:
     """A file the patch does not recognise: put the distribution's own files back, by hand."""
@@ -139,12 +142,14 @@ def trust_remote_code_remedy(
 def patch_checks(patches: Iterable[Patch]) -> list[Check]:
     """The checks for patches given at run time (the user's --patches files)."""
     return [
-        Check(f"patch.{p.id}", f"Patch: {p.summary}", evaluator(p), ("python.venv",), p.why) for p in patches
+        Check(f"patch.{p.id}", f"Patch: {p.summary}", evaluator(p), ("python.venv",), p.why, PATCH_FACTS)
+        for p in patches
     ]
 
 
 # The graph finds checks as marked module attributes, so each shipped patch gets one here.
 for _patch in shipped_patches():
     globals()[f"check_{_patch.id.replace('-', '_')}"] = check(
-        f"patch.{_patch.id}", title=f"Patch: {_patch.summary}", requires=["python.venv"], why=_patch.why
+        f"patch.{_patch.id}", title=f"Patch: {_patch.summary}", requires=["python.venv"], why=_patch.why,
+        facts=PATCH_FACTS,
     )(evaluator(_patch))

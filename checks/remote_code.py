@@ -71,6 +71,7 @@ def _describe(site: InstalledSite) -> str:
 
 @check(
     "code.trust-remote-code",
+    facts=("sources",),
     title="Installed libraries pass trust_remote_code",
     requires=["python.venv"],
     why="a model that ships its own code (Kimi K2.x) fails to load, or silently loads a different "

@@ -160,7 +160,7 @@ class HostRun:
 
     async def check(self, transport: Transport) -> tuple[HostFacts, list[CheckResult]]:
         self.progress(self.spec.name, "probing")
-        facts = await gather_facts(transport, self.spec)
+        facts = await gather_facts(transport, self.spec, sections=self.graph.sections_for(self.settings.only))
         return facts, self.evaluate(facts)
 
     async def run(self, *, fix: bool, dry_run: bool) -> HostReport:

@@ -62,6 +62,10 @@ class CheckContext:
 CheckFunc = Callable[[CheckContext], CheckResult]
 
 
+#: Probe sections every check may rely on: the host and its Python environments.
+BASE_FACTS = ("host", "venvs")
+
+
 @dataclass(frozen=True)
 class Check:
     id: str
@@ -69,13 +73,21 @@ class Check:
     func: CheckFunc
     requires: tuple[str, ...] = ()
     why: str = ""
+    #: Probe sections it reads beyond BASE_FACTS; None (a user's check that does not say)
+    #: means every section.
+    facts: tuple[str, ...] | None = None
 
 
-def check(id: str, *, title: str, requires: Iterable[str] = (), why: str = "") -> Callable[[CheckFunc], CheckFunc]:
-    """Mark a function as the check ``id``. ``why`` is the default 'why it matters' text."""
+def check(
+    id: str, *, title: str, requires: Iterable[str] = (), why: str = "", facts: Iterable[str] | None = None
+) -> Callable[[CheckFunc], CheckFunc]:
+    """Mark a function as the check ``id``. ``why`` is the default 'why it matters' text;
+    ``facts`` names the probe sections it reads beyond the host and its environments, so that
+    ``--only`` gathers no more than the chosen checks need (leave it out to get them all)."""
 
     def mark(func: CheckFunc) -> CheckFunc:
-        setattr(func, CHECK_MARK, Check(id, title, func, tuple(requires), why))
+        setattr(func, CHECK_MARK, Check(id, title, func, tuple(requires), why,
+                                        None if facts is None else tuple(facts)))
         return func
 
     return mark
@@ -104,6 +116,18 @@ class CheckGraph:
             ready = sorted(sorter.get_ready())
             self.order.extend(ready)
             sorter.done(*ready)
+
+    def sections_for(self, ids: Iterable[str] | None) -> list[str] | None:
+        """The probe sections the given checks (and their prerequisites) read; None for all."""
+        if ids is None:
+            return None
+        needed = set(BASE_FACTS)
+        for check_id in self.closure(ids):
+            facts = self.checks[check_id].facts
+            if facts is None:
+                return None
+            needed.update(facts)
+        return sorted(needed)
 
     def closure(self, ids: Iterable[str]) -> set[str]:
         """The given checks and everything they require, transitively."""

@@ -67,3 +67,28 @@ def test_only_selects_prerequisites_too():
     """--only runs the named check and everything it requires, nothing else."""
     graph = CheckGraph([make("a", passed("x")), make("b", passed("x"), "a"), make("c", passed("x"))])
     assert [r.id for r in graph.evaluate(SPEC, FACTS, only=["b"])] == ["a", "b"]
+
+
+def test_only_gathers_the_sections_the_chosen_checks_and_prerequisites_read():
+    """--only asks the probe for the base sections plus what the closure declares; an undeclared check gets all."""
+    base = Check("base", "Base", lambda ctx: passed("x"), (), "", ())
+    models = Check("models", "Models", lambda ctx: passed("x"), ("base",), "", ("models",))
+    scan = Check("scan", "Scan", lambda ctx: passed("x"), ("models",), "", ("sources",))
+    mine = Check("mine", "Mine", lambda ctx: passed("x"), ("base",))  # a user's check: says nothing
+    graph = CheckGraph([base, models, scan, mine])
+    assert graph.sections_for(["base"]) == ["host", "venvs"]
+    assert graph.sections_for(["scan"]) == ["host", "models", "sources", "venvs"]
+    assert graph.sections_for(["mine"]) is None
+    assert graph.sections_for(None) is None
+
+
+def test_shipped_checks_declare_what_they_read():
+    """Every shipped check names its probe sections, and each named section exists."""
+    from envdoctor.gather import PROBE_SECTIONS
+    from envdoctor.graph import load_checks
+
+    graph = load_checks()
+    undeclared = [c.id for c in graph.checks.values() if c.facts is None]
+    assert undeclared == []
+    assert {f for c in graph.checks.values() for f in c.facts} <= set(PROBE_SECTIONS)
+    assert graph.sections_for(["packages.required"]) == ["host", "venvs"]
