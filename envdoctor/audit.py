@@ -17,17 +17,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import structlog
-
 from envdoctor.errors import EnvdoctorError, ProbeError
 from envdoctor.fleet import FleetSettings, open_transport
 from envdoctor.gather import problem_from_error, python_candidates
 from envdoctor.inventory import HostSpec
 from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
+from envdoctor.logsafe import get_logger
 from envdoctor.probe.program import ProbeOutput, register_section, run_probe
 from envdoctor.transport.interface import Transport
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 AUDIT_SECTION = "audit"
 LEDGER_SECTION = "patch-ledger"

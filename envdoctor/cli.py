@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -13,13 +12,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import structlog
 
 from envdoctor import __version__
 from envdoctor.errors import EnvdoctorError, UsageError
 from envdoctor.fleet import FleetReport, FleetSettings, run_fleet
 from envdoctor.graph import CheckGraph, RemedySettings, load_checks
-from envdoctor.inventory import HostSpec, Inventory, Overrides, load_inventory, parse_requirement, resolve_hosts
+from envdoctor.inventory import (
+    HostSpec,
+    Inventory,
+    Overrides,
+    load_inventory,
+    parse_requirement,
+    resolve_hosts,
+)
 from envdoctor.logsafe import configure_logging
 from envdoctor.patching import load_patches, user_patches
 from envdoctor.report import FORMATS, render

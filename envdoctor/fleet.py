@@ -11,20 +11,19 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-import structlog
-
 from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.facts import HostFacts, Problem
 from envdoctor.gather import gather_facts, problem_from_error
 from envdoctor.graph import CheckGraph, RemedySettings
 from envdoctor.inventory import HostSpec
+from envdoctor.logsafe import get_logger
 from envdoctor.patching import apply_patch_remedy
 from envdoctor.results import CheckResult, Remedy, Status
 from envdoctor.transport.interface import Transport
 from envdoctor.transport.local import LocalTransport
 from envdoctor.transport.target import SSHOptions
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: How much of a remedy's output a report keeps.
 OUTPUT_TAIL_CHARS = 2000

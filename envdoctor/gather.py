@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from envdoctor.errors import (
     AuthError,
     CommandTimeout,
@@ -25,12 +23,13 @@ from envdoctor.errors import (
 )
 from envdoctor.facts import HostFacts, Problem
 from envdoctor.inventory import HostSpec
+from envdoctor.logsafe import get_logger
 from envdoctor.patching import files_request, load_patches
 from envdoctor.probe.program import register_section, run_probe
 from envdoctor.scan import sources_request
 from envdoctor.transport.interface import Transport
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SectionArgs = Callable[[HostSpec], Mapping[str, Any]]
 

@@ -17,14 +17,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-import structlog
-
 from envdoctor.errors import ConfigError
 from envdoctor.facts import HostFacts
 from envdoctor.inventory import HostSpec
+from envdoctor.logsafe import get_logger
 from envdoctor.results import CheckResult, Status
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CHECK_MARK = "__envdoctor_check__"
 

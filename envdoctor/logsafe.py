@@ -1,7 +1,8 @@
 """Logging set-up for the CLI, with secrets kept out of every event.
 
-Library modules only call ``structlog.get_logger(__name__)`` and bind ``host=``/``check=``;
-this module (called by the CLI alone) decides where events go and scrubs them first.
+Library modules only call ``get_logger(__name__)`` (structlog's logger, imported at the first
+log call) and bind ``host=``/``check=``; ``configure_logging`` (called by the CLI alone)
+decides where events go and scrubs them first.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ import re
 import sys
 from collections.abc import MutableMapping
 from typing import Any
-
-import structlog
 
 #: Names whose values are never shown (matched anywhere in the key, any case).
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL", re.IGNORECASE)
@@ -61,7 +60,47 @@ def redact_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> M
     return event
 
 
+#: The verbosity configure_logging was given; structlog itself is set up at the first log call.
+_requested: dict[str, int] = {}
+
+
+class LazyLogger:
+    """A module's structlog logger, imported at its first call.
+
+    structlog pulls in rich (about 60 ms of start-up), and a run without problems logs
+    nothing at the default level, so most runs never need it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        if self._logger is None:
+            self._logger = _structlog().get_logger(self._name)
+        return getattr(self._logger, attribute)
+
+
+def get_logger(name: str) -> LazyLogger:
+    return LazyLogger(name)
+
+
+def _structlog() -> Any:
+    import structlog
+
+    verbosity = _requested.pop("verbosity", None)
+    if verbosity is not None:
+        _configure_structlog(structlog, verbosity)
+    return structlog
+
+
 def configure_logging(verbosity: int) -> None:
+    _requested["verbosity"] = verbosity
+    if "structlog" in sys.modules:  # already in use: apply now
+        _structlog()
+    _configure_stdlib(verbosity)
+
+
+def _configure_structlog(structlog: Any, verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     structlog.configure(
         processors=[
@@ -75,6 +114,9 @@ def configure_logging(verbosity: int) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def _configure_stdlib(verbosity: int) -> None:
     # asyncssh logs through the standard library; keep it quiet unless asked.
     logging.basicConfig(level=logging.WARNING if verbosity < 2 else logging.DEBUG, stream=sys.stderr)
     # asyncssh's own debug lines quote whole command lines (an index URL's password too).

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import structlog
-
 from envdoctor.errors import PatchError
 from envdoctor.fleet import FleetSettings, open_transport
 from envdoctor.gather import gather_facts
 from envdoctor.inventory import HostSpec
+from envdoctor.logsafe import get_logger
 from envdoctor.patching import PatchFiles, RevertResult, revert_patch
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-
 from envdoctor.errors import EnvdoctorError, TransportError, UsageError
 from envdoctor.facts import Environment, HostFacts
 from envdoctor.fleet import FleetSettings, open_transport
 from envdoctor.gather import gather_facts
 from envdoctor.graph import CheckGraph, RemedySettings
 from envdoctor.inventory import HostSpec, Stage
+from envdoctor.logsafe import get_logger
 from envdoctor.models import (
     ModelConfigError,
     ModelFacts,
@@ -36,7 +35,7 @@ from envdoctor.models import (
 from envdoctor.results import CheckResult
 from envdoctor.transport.interface import OutputSink, Transport
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_DRAFT_LAYERS = 5
 

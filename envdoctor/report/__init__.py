@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from envdoctor.fleet import FleetReport
 from envdoctor.logsafe import redact_secret_values
-from envdoctor.report import json_report, junit, text
 
 FORMATS = ("text", "json", "junit")
 
@@ -15,8 +14,16 @@ def render(report: FleetReport, fmt: str, *, color: bool = False, width: int = 1
 
 
 def _render(report: FleetReport, fmt: str, *, color: bool, width: int) -> str:
+    # Each format is imported when asked for: the text report's rich costs 25 ms of start-up
+    # that a CI gate writing JSON or JUnit does not need.
     if fmt == "json":
+        from envdoctor.report import json_report
+
         return json_report.render(report)
     if fmt == "junit":
+        from envdoctor.report import junit
+
         return junit.render(report)
+    from envdoctor.report import text
+
     return text.render(report, color=color, width=width)

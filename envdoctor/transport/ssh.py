@@ -10,9 +10,9 @@ always refused.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import getpass
-import errno
 import os
 import random
 import signal
@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import asyncssh
-import structlog
 from asyncssh.config import SSHClientConfig
 
 from envdoctor.errors import (
@@ -32,12 +31,13 @@ from envdoctor.errors import (
     HostKeyError,
     TransportError,
 )
-from envdoctor.transport.ssh_config import reduced_config_files
-from envdoctor.transport.target import SSHOptions, SSHTarget
+from envdoctor.logsafe import get_logger
 from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
+from envdoctor.transport.ssh_config import reduced_config_files
+from envdoctor.transport.target import SSHOptions, SSHTarget
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # OpenSSH's defaults when the config names no UserKnownHostsFile / GlobalKnownHostsFile.
 DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")

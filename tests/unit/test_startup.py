@@ -70,3 +70,21 @@ def test_commands_without_parsing_do_not_import_libcst(tmp_path: Path) -> None:
     after_commands, after_parsing = proc.stdout.strip().splitlines()[-2:]
     assert after_commands == "[]", f"libcst imported at start-up: {after_commands}"
     assert after_parsing == "True"
+
+
+def test_json_check_imports_neither_structlog_nor_rich():
+    """A JSON check that logs nothing loads no structlog and no rich (~90 ms of start-up)."""
+    program = textwrap.dedent(
+        """
+        import sys
+        from click.testing import CliRunner
+        from envdoctor.cli import cli
+
+        result = CliRunner().invoke(cli, ["check", "local", "--only", "host.python", "--format", "json"])
+        assert result.exit_code in (0, 1), result.output
+        print(sorted({name.split(".")[0] for name in sys.modules} & {"structlog", "rich"}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
