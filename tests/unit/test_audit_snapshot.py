@@ -150,3 +150,21 @@ def test_stat_pass_is_the_same_over_forked_workers(env, monkeypatch):
     monkeypatch.setattr(audit_snapshot, "PARALLEL_MIN_PATHS", 0)
     data, items = run_section(prefix, workers=3)
     assert items == {} and data["stats"]["snapshot"].startswith(REPLAYED) and data["stats"]["workers"] == 3
+
+
+def test_non_utf8_names_survive_the_snapshot(env, monkeypatch):
+    """A file whose name is not UTF-8 is watched by its exact bytes and replayed as the same path."""
+    prefix, site, _ = env
+    raw = os.fsencode(site / "pkg") + b"/caf\xe9.py"
+    with open(raw, "wb") as handle:
+        handle.write(b"x = 1\n")
+    settle(monkeypatch, prefix)
+    first, items = run_section(prefix)
+    [path] = [p for p in items if p.endswith(".py")]
+    assert path.encode("utf-8", "surrogateescape") == raw and first["stats"]["snapshot"] == "saved"
+    again, items = run_section(prefix)
+    assert again["stats"]["snapshot"].startswith(REPLAYED) and list(items) == [path]
+    # An extra file's content does not matter (it is extra whatever it holds); its folder does.
+    os.unlink(raw)
+    third, items = run_section(prefix)
+    assert not third["stats"]["snapshot"].startswith(REPLAYED) and items == {}
