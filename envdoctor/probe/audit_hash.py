@@ -20,6 +20,9 @@ from array import array
 from envdoctor.probe.audit_record import fsb, fst, stat_key
 
 CHUNK = 1 << 20
+#: Opening a FIFO for reading waits for a writer: a path someone replaced by one must not
+#: hang the audit (O_NONBLOCK changes nothing for regular files).
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 MISSING_WORDS = (-1, -1, -1, -1)
 #: Small files travel to a worker in batches of about this many bytes (or files).
 BATCH_BYTES = 4 << 20
@@ -56,7 +59,7 @@ def hash_file(path, algos):
     Plain descriptors, not file objects: for 20,000 small files the per-file overhead
     costs more than the hashing. Large files are read in chunks into one buffer."""
     try:
-        fd = os.open(fsb(path), os.O_RDONLY)
+        fd = os.open(fsb(path), READ_FLAGS)
     except FileNotFoundError:
         return path, None, None, None, "missing"
     except OSError as exc:
@@ -139,7 +142,7 @@ def check_pyc_batch(batch):
     for position, (pyc, source) in enumerate(batch):
         try:
             skey = stat_key(os.stat(fsb(source)))
-            fd = os.open(fsb(pyc), os.O_RDONLY)
+            fd = os.open(fsb(pyc), READ_FLAGS)
         except OSError:
             # No source: a .pyc in __pycache__ without one is never loaded. Or the .pyc is
             # gone since its folder was listed.

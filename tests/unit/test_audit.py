@@ -263,3 +263,15 @@ def test_full_ignores_the_cache(fake_env, monkeypatch):
     run_section(prefix)
     data, _ = run_section(prefix, full=True)
     assert data["stats"]["hashed"] == 1 and data["stats"]["cache"].startswith("ignored")
+
+
+def test_section_path_replaced_by_a_fifo_is_modified_without_waiting(fake_env):
+    """A RECORD-listed file replaced by a FIFO is reported, not opened for a writer that never comes."""
+    import os
+
+    prefix, site = fake_env
+    os.mkfifo(site / "piped.py")
+    write_dist(site, "piped", "1.0", [("piped.py", b"p\n", "b64")])
+    _, items = run_section(prefix)
+    item = items[str(site / "piped.py")]
+    assert item["state"] == "modified" and "not a regular file" in item["reason"]
