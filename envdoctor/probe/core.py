@@ -9,10 +9,12 @@
 # and a last line {"done": true}. A section may also stream {"section": name, "item": ...}
 # lines before its final line, so large results never sit whole in memory.
 
+import errno
 import glob
 import json
 import os
 import re
+import stat
 import sys
 
 # subprocess, email.parser and traceback are imported where they are used: together they
@@ -29,6 +31,19 @@ def section(name):
         return func
 
     return register
+
+
+def open_regular(path):
+    """A regular file opened for binary reading; OSError for anything else. Opening a FIFO
+    someone put in place of an installed file would otherwise wait for a writer forever."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def emit_line(obj):

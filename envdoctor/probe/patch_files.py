@@ -6,7 +6,7 @@
 import base64
 import os
 
-from envdoctor.probe.core import canonical_name, run_command, section, site_dirs
+from envdoctor.probe.core import canonical_name, open_regular, run_command, section, site_dirs
 
 
 def _find_dist_info(sites, distribution):
@@ -78,7 +78,7 @@ def patch_files_section(args, emit):
             full = os.path.join(site, rel)
             entry["file"] = full
             try:
-                with open(full, "rb") as handle:
+                with open_regular(full) as handle:
                     entry["data"] = base64.b64encode(handle.read()).decode("ascii")
             except OSError as exc:
                 entry["error"] = "cannot read %s: %s" % (full, exc.strerror)

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from envdoctor.probe.core import section
+from envdoctor.probe.core import open_regular, section
 
 LEDGER_RELATIVE = os.path.join(".envdoctor", "ledger.jsonl")
 
@@ -24,7 +24,7 @@ def _b(path):
 
 def _sha256_of(path):
     digest = hashlib.sha256()
-    with open(_b(path), "rb") as handle:
+    with open_regular(_b(path)) as handle:
         while True:
             chunk = handle.read(1 << 20)
             if not chunk:
@@ -68,7 +68,7 @@ def _record_entries(files):
             if not entry.endswith(".dist-info"):
                 continue
             try:
-                with open(_b(os.path.join(folder, entry, "RECORD")), "rb") as handle:
+                with open_regular(_b(os.path.join(folder, entry, "RECORD"))) as handle:
                     text = handle.read().decode("utf-8", "surrogateescape")
             except OSError:
                 continue

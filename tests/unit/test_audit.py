@@ -275,3 +275,17 @@ def test_section_path_replaced_by_a_fifo_is_modified_without_waiting(fake_env):
     _, items = run_section(prefix)
     item = items[str(site / "piped.py")]
     assert item["state"] == "modified" and "not a regular file" in item["reason"]
+
+
+def test_open_regular_refuses_a_fifo_at_once_and_reads_a_file(tmp_path):
+    """The probe's reader of installed files raises for a FIFO instead of waiting for a writer."""
+    import os
+
+    from envdoctor.probe.core import open_regular
+
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(OSError, match="not a regular file"):
+        open_regular(str(tmp_path / "fifo"))
+    (tmp_path / "file").write_bytes(b"data")
+    with open_regular(str(tmp_path / "file")) as handle:
+        assert handle.read() == b"data"
