@@ -3,7 +3,8 @@
 A *site* is a call of ``from_pretrained`` on a transformers ``Auto*`` class, or of a vLLM
 entry point that takes the flag (``vllm.LLM``, ``vllm.EngineArgs``,
 ``vllm.config.ModelConfig``). Names are resolved with libcst's ``QualifiedNameProvider``,
-as Python binds them: aliases, function-local imports, submodule and relative imports; a
+as Python binds them: aliases, function-local imports, submodule and relative imports, and
+names assigned a loader alone (``X = AutoTokenizer``, see ``scan_sites._SiteFinder``); a
 local class that merely shares a name is not transformers, and text in strings, comments
 and docstrings is never a call.
 
@@ -57,16 +58,24 @@ def _referenced(name: str) -> str:
 
 
 _AUTO = r"(?:TF|Flax)?Auto[A-Z]\w*"
+#: ``= AutoX`` or ``= module.AutoX`` ending the value (an alias, not a call or attribute of it).
+#: The match starts at the ``=`` and looks back at the character before it (not ``==``,
+#: ``!=``, ``<=``, ``>=``): a pattern that starts with a lookbehind is tried at every byte,
+#: one that starts with a literal only where the literal is, five times faster.
+_ALIAS_OF_AUTO = r"=(?<![=!<>]=)[\s(\\]*(?:\w+\s*\.\s*)*" + _AUTO + r"(?!\w)(?![ \t]*[.(\[])"
 
 #: The byte filter: a file may hold a site when every [anchor, regex] of some group matches
-#: on a code line. QualifiedNameProvider resolves only through imports and attributes, so a
-#: site reads ``AutoX.from_pretrained`` (after a module or not), or the file imports
-#: ``AutoX as Y`` and calls ``Y.from_pretrained``; a vLLM call needs its class name imported
-#: or reached as an attribute. So the filtered scan finds exactly what parsing every file
-#: finds, except a comment placed between a class and ``.from_pretrained`` (never seen).
+#: on a code line. QualifiedNameProvider resolves only through imports and attributes, and
+#: the scanner through simple aliases, so a site reads ``AutoX.from_pretrained`` (after a
+#: module or not), or the file imports ``AutoX as Y`` or assigns ``Y = AutoX`` (or
+#: ``Y = module.AutoX``) and calls ``Y.from_pretrained``; a vLLM call needs its class name
+#: imported or reached as an attribute (an alias's value names it too). So the filtered scan
+#: finds exactly what parsing every file finds, except a comment placed between a class and
+#: ``.from_pretrained`` (never seen).
 FILTER_PATTERNS: tuple[tuple[tuple[str, str], ...], ...] = (
     (("from_pretrained", _AUTO + r"[\s)\\]*\.\s*from_pretrained\b"),),
     (("from_pretrained", r"\.\s*from_pretrained\b"), (" as", _AUTO + r"\s+as\s+\w")),
+    (("from_pretrained", r"\.\s*from_pretrained\b"), ("Auto", _ALIAS_OF_AUTO)),
     (("LLM", _referenced("LLM")),),
     (("EngineArgs", _referenced(r"\w*EngineArgs")),),
     (("ModelConfig", _referenced("ModelConfig")),),

@@ -5,11 +5,13 @@ several times more; CPython's ``ast`` parses one to two orders of magnitude fast
 before libcst sees a file, ``ast`` answers two questions:
 
 1. Can any call here resolve to a model loader? QualifiedNameProvider resolves names only
-   through imports, so a call is a candidate only when its leftmost name is bound by an
-   import and it calls ``.from_pretrained`` or names a vLLM entry point. No candidate, no
-   libcst at all.
-2. Which statements can change what those leftmost names mean? Only those that mention
-   them (bindings, ``global``, the calls themselves) and the imports. Every other statement
+   through imports, and the scanner adds simple aliases (``X = AutoTokenizer``), so a call
+   is a candidate only when its leftmost name is bound by an import or by such an alias of
+   an imported name, and it calls ``.from_pretrained`` or names a vLLM entry point. No
+   candidate, no libcst at all.
+2. Which statements can change what those leftmost names mean (and, for an alias, what
+   the imported name it is assigned from means)? Only those that mention them (bindings,
+   ``global``, the calls themselves) and the imports. Every other statement
    that fills its lines alone is replaced by ``pass`` (a docstring, an assignment, a whole
    def or class that never mentions them...), keeping every other line and column where it
    was, so libcst resolves the same names at the same positions in a much smaller tree.
@@ -32,13 +34,18 @@ _REPLACEABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, 
 
 
 def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Collection[str]) -> set[str]:
-    """Leftmost names of the calls that might resolve to a loader.
+    """Leftmost names of the calls that might resolve to a loader, and what their aliases name.
 
     A call qualifies when its leftmost name is bound by an import, and it is an attribute
     in ``attributes`` (``from_pretrained``) or in ``entry_points``, or a bare name that
-    imports one of ``entry_points``.
+    imports one of ``entry_points``. A name assigned alone from an imported name or an
+    attribute of one (``X = AutoTokenizer``, ``X = vllm.LLM``) counts as that import; the
+    imported name it is assigned from is then a candidate too, since it decides what the
+    alias means. Scopes are not told apart here: libcst decides which aliases really hold.
     """
     imported: dict[str, str] = {}
+    #: Alias name -> (leftmost name, last attribute or None) of each value it is assigned alone.
+    aliases: dict[str, list[tuple[str, str | None]]] = {}
     funcs: list[ast.expr] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -54,20 +61,40 @@ def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Co
                     imported[alias.asname or alias.name] = alias.name
         elif isinstance(node, ast.Call):
             funcs.append(node.func)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], _leftmost_and_last(node.value)
+            if isinstance(target, ast.Name) and value is not None:
+                aliases.setdefault(target.id, []).append(value)
     names: set[str] = set()
     for func in funcs:
         leftmost = func
         while isinstance(leftmost, ast.Attribute):
             leftmost = leftmost.value
-        if not isinstance(leftmost, ast.Name) or leftmost.id not in imported:
+        if not isinstance(leftmost, ast.Name):
             continue
-        if isinstance(func, ast.Attribute):
-            wanted = func.attr in attributes or func.attr in entry_points
-        else:
-            wanted = imported[leftmost.id] in entry_points
-        if wanted:
-            names.add(leftmost.id)
+        # (leftmost name, what it imports): the name itself, or what its aliases are assigned from.
+        meanings = [(leftmost.id, imported[leftmost.id])] if leftmost.id in imported else []
+        if not meanings:
+            meanings = [(left, last or imported[left])
+                        for left, last in aliases.get(leftmost.id, ()) if left in imported]
+        for source, target in meanings:
+            if isinstance(func, ast.Attribute):
+                wanted = func.attr in attributes or func.attr in entry_points
+            else:
+                wanted = target in entry_points
+            if wanted:
+                names.update({leftmost.id, source})
     return names
+
+
+def _leftmost_and_last(value: ast.expr) -> tuple[str, str | None] | None:
+    """(``a``, ``c``) of ``a.b.c``, (``a``, None) of ``a``; None for any other expression."""
+    last = value.attr if isinstance(value, ast.Attribute) else None
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    if not isinstance(value, ast.Name):
+        return None
+    return value.id, last
 
 
 def _kept_lines(tree: ast.AST, names: Collection[str]) -> set[int]:

@@ -11,7 +11,14 @@ import ast
 
 import libcst as cst
 import libcst.helpers
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import (
+    Assignment,
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedName,
+    QualifiedNameProvider,
+    ScopeProvider,
+)
 
 from envdoctor.scan import (
     EXPLICIT_FALSE,
@@ -30,6 +37,8 @@ from envdoctor.scan_prune import candidate_names, prune_source
 
 #: Last names of the vLLM entry points, for the quick look before names are resolved.
 _VLLM_NAMES = frozenset(name.rsplit(".", 1)[1] for name in VLLM_CALLEES)
+#: Last attributes of a call that can be a site: ``X.from_pretrained``, ``vllm.LLM``.
+_LOADER_ATTRIBUTES = _VLLM_NAMES | {"from_pretrained"}
 
 
 def classify(call: cst.Call) -> str:
@@ -48,46 +57,110 @@ def classify(call: cst.Call) -> str:
 
 
 class _SiteFinder(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    """The sites of a module: calls whose callee resolves to a loader, directly or through
+    a simple alias (``X = AutoTokenizer`` then ``X.from_pretrained(...)``).
+
+    QualifiedNameProvider follows imports only; an alias is a name whose every assignment
+    in the scope that binds it is ``name = <imported name or attribute of one>`` and all of
+    them resolve to the same loader. A name also bound otherwise (a parameter, a loop, an
+    import, any other value) or assigned two different things is not resolved.
+    """
+
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ScopeProvider)
 
     def __init__(self, path: str, package: str | None) -> None:
         super().__init__()
         self.path = path
         self.package = package
         self.sites: list[Site] = []
+        #: Target of each ``name = a.b`` -> its value (nodes compare by identity).
+        self._alias_values: dict[cst.Name, cst.BaseExpression] = {}
+        #: Calls that did not resolve but might through an alias, with their leftmost name.
+        self._pending: list[tuple[cst.Call, cst.Name]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if isinstance(target, cst.Name) and isinstance(node.value, (cst.Name, cst.Attribute)):
+            self._alias_values[target] = node.value
 
     def visit_Call(self, node: cst.Call) -> None:
         callee = self._callee(node)
-        if callee is None:
+        if callee is not None:
+            self._add(node, callee)
             return
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value not in _LOADER_ATTRIBUTES:
+            return
+        leftmost = func
+        while isinstance(leftmost, cst.Attribute):
+            leftmost = leftmost.value
+        if isinstance(leftmost, cst.Name):
+            self._pending.append((node, leftmost))  # an alias may be assigned after the call
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        aliased = {target.value for target in self._alias_values}
+        for node, leftmost in self._pending:
+            if leftmost.value in aliased:
+                callee = self._alias_callee(node, leftmost)
+                if callee is not None:
+                    self._add(node, callee)
+
+    def _add(self, node: cst.Call, callee: str) -> None:
         start = self.get_metadata(PositionProvider, node).start
         self.sites.append(Site(self.path, start.line, start.column, callee, classify(node)))
 
     def _callee(self, node: cst.Call) -> str | None:
-        names = self.get_metadata(QualifiedNameProvider, node.func, set())
+        return self._loader(self.get_metadata(QualifiedNameProvider, node.func, set()), "")
+
+    def _loader(self, names: set[QualifiedName], suffix: str) -> str | None:
         found = set()
         for qualified in names:
             absolute = resolve_relative(qualified.name, self.package)
-            callee = canonical_callee(absolute) if absolute else None
+            callee = canonical_callee(absolute + suffix) if absolute else None
             if callee:
                 found.add(callee)
         # Conditional imports can give one name two meanings; report it once, stably.
         return min(found) if found else None
+
+    def _alias_callee(self, node: cst.Call, leftmost: cst.Name) -> str | None:
+        """The loader `node` calls through the alias `leftmost`, or None (see the class doc)."""
+        scope = self.get_metadata(ScopeProvider, leftmost, None)
+        if scope is None:
+            return None
+        accesses = scope.accesses[leftmost.value]
+        referents = [r for access in accesses if access.node is leftmost for r in access.referents]
+        if not referents:
+            return None
+        # Every assignment in each scope that binds the name, not only the ones before the
+        # call: in a loop or a function called later, any of them may be the one in force.
+        bindings = {b for r in referents for b in r.scope.assignments[leftmost.value]}
+        suffix = cst.helpers.get_full_name_for_node(node.func) or ""
+        suffix = suffix[len(leftmost.value) :]
+        callees = set()
+        for binding in bindings:
+            value = self._alias_values.get(binding.node) if isinstance(binding, Assignment) else None
+            if value is None:
+                return None
+            callees.add(self._loader(self.get_metadata(QualifiedNameProvider, value, set()), suffix))
+        return callees.pop() if len(callees) == 1 else None
 
 
 class _CandidateFinder(cst.CSTVisitor):
     """Whether a module has a call that name resolution could turn into a site.
 
     Resolving names (scopes, then qualified names, then positions) costs several times the
-    parse, so it only runs when some call's leftmost name is bound by an import and the call
-    is ``.from_pretrained`` or names a vLLM entry point. QualifiedNameProvider resolves
-    only through imports, so a call without that shape can never resolve to a site.
+    parse, so it only runs when some call's leftmost name is bound by an import (or by a
+    simple alias of an imported name, see :class:`_SiteFinder`) and the call is
+    ``.from_pretrained`` or names a vLLM entry point. QualifiedNameProvider resolves only
+    through imports, so a call without that shape can never resolve to a site.
     """
 
     def __init__(self) -> None:
         super().__init__()
         #: Name bound by an import -> the last part of what it imports.
         self.imported: dict[str, str] = {}
+        #: Name assigned alone from ``a`` or ``a.b.c`` -> (``a``, ``c`` or None), per assignment.
+        self.aliases: dict[str, list[tuple[str, str | None]]] = {}
         self.calls: list[cst.BaseExpression] = []
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -108,6 +181,17 @@ class _CandidateFinder(cst.CSTVisitor):
             if isinstance(bound, cst.Name):
                 self.imported[bound.value] = name
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        if not isinstance(target, cst.Name):
+            return
+        value = node.value
+        last = value.attr.value if isinstance(value, cst.Attribute) else None
+        while isinstance(value, cst.Attribute):
+            value = value.value
+        if isinstance(value, cst.Name):
+            self.aliases.setdefault(target.value, []).append((value.value, last))
+
     def visit_Call(self, node: cst.Call) -> None:
         self.calls.append(node.func)
 
@@ -115,11 +199,20 @@ class _CandidateFinder(cst.CSTVisitor):
         leftmost = func
         while isinstance(leftmost, cst.Attribute):
             leftmost = leftmost.value
-        if not isinstance(leftmost, cst.Name) or leftmost.value not in self.imported:
+        if not isinstance(leftmost, cst.Name):
             return False
         if isinstance(func, cst.Attribute):
-            return func.attr.value == "from_pretrained" or func.attr.value in _VLLM_NAMES
-        return self.imported[leftmost.value] in _VLLM_NAMES
+            if func.attr.value not in _LOADER_ATTRIBUTES:
+                return False
+            return leftmost.value in self.imported or any(
+                source in self.imported for source, _ in self.aliases.get(leftmost.value, ())
+            )
+        if leftmost.value in self.imported:
+            return self.imported[leftmost.value] in _VLLM_NAMES
+        return any(
+            source in self.imported and (last or self.imported[source]) in _VLLM_NAMES
+            for source, last in self.aliases.get(leftmost.value, ())
+        )
 
 
 def has_candidate_calls(module: cst.Module) -> bool:

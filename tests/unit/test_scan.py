@@ -168,6 +168,138 @@ def test_sites_are_found_by_what_names_resolve_to(source, expected):
     assert sites_of(source) == expected
 
 
+def test_module_level_alias_resolves_like_an_import():
+    """A module-level `X = AutoTokenizer` (even below the def) makes `X.from_pretrained` a site."""
+    source = """
+    from transformers import AutoTokenizer
+    tokenizer_cls = AutoTokenizer
+    tok = tokenizer_cls.from_pretrained(path)
+    def load(path):
+        return tokenizer_cls.from_pretrained(path, trust_remote_code=True)
+    def later(path):
+        return late_cls.from_pretrained(path)
+    late_cls = AutoTokenizer
+    """
+    assert sites_of(source) == [(4, TOK, "missing"), (6, TOK, "ok"), (8, TOK, "missing")]
+
+
+def test_function_local_alias_resolves_like_an_import():
+    """An alias assigned in the function that calls it resolves like a function-local import."""
+    source = """
+    def load(path):
+        from transformers import AutoTokenizer
+        cls = AutoTokenizer
+        return cls.from_pretrained(path, trust_remote_code=flag)
+    """
+    assert sites_of(source) == [(5, TOK, "parameterized")]
+
+
+def test_alias_of_an_attribute_resolves():
+    """`X = transformers.AutoConfig` is an alias of the class the attribute names."""
+    source = """
+    import transformers
+    config_cls = transformers.AutoConfig
+    config = config_cls.from_pretrained(path, trust_remote_code=False)
+    """
+    assert sites_of(source) == [(4, CFG, "explicit-false")]
+
+
+def test_vllm_alias_called_directly_is_a_site():
+    """`LLMClass = vllm.LLM; LLMClass(...)` is a vLLM site, as is an alias of an imported one."""
+    source = """
+    import vllm
+    from vllm.engine.arg_utils import EngineArgs
+    LLMClass = vllm.LLM
+    Args = EngineArgs
+    llm = LLMClass(model=path)
+    args = Args(model=path, trust_remote_code=True)
+    """
+    assert sites_of(source) == [(6, "vllm.LLM", "missing"), (7, "vllm.EngineArgs", "ok")]
+
+
+def test_alias_sites_have_the_states_of_their_arguments():
+    """Through an alias a call is ok with the flag and missing without it, like a direct call."""
+    source = """
+    from transformers import AutoModelForCausalLM as Auto
+    model_cls = Auto
+    ok = model_cls.from_pretrained(path, trust_remote_code=True)
+    missing = model_cls.from_pretrained(path)
+    """
+    model = "transformers.AutoModelForCausalLM.from_pretrained"
+    assert sites_of(source) == [(4, model, "ok"), (5, model, "missing")]
+
+
+def test_alias_assigned_two_different_classes_is_not_resolved():
+    """A name assigned two different classes (or anything else as well) is not guessed at."""
+    source = """
+    from transformers import AutoConfig, AutoTokenizer
+    cls = AutoTokenizer
+    if want_config:
+        cls = AutoConfig
+    x = cls.from_pretrained(path)
+    other = AutoTokenizer
+    other = make_class()
+    y = other.from_pretrained(path)
+    same = AutoTokenizer
+    same = AutoTokenizer
+    z = same.from_pretrained(path)
+    """
+    assert sites_of(source) == [(12, TOK, "missing")]
+
+
+def test_alias_shadowed_by_a_parameter_is_not_resolved():
+    """A parameter of the same name hides the module-level alias, so the call is not a site."""
+    source = """
+    from transformers import AutoTokenizer
+    tokenizer_cls = AutoTokenizer
+    def load(path, tokenizer_cls):
+        return tokenizer_cls.from_pretrained(path)
+    """
+    assert sites_of(source) == []
+
+
+def test_attribute_targets_chains_and_local_classes_are_not_aliases():
+    """`self.x = AutoTokenizer`, an alias of an alias, and one of a local class stay unresolved."""
+    source = """
+    from transformers import AutoTokenizer
+    class AutoLocal:
+        pass
+    class Loader:
+        def __init__(self, path):
+            self.tokenizer_class = AutoTokenizer
+            self.tok = self.tokenizer_class.from_pretrained(path)
+    first = AutoTokenizer
+    second = first
+    a = second.from_pretrained(path)
+    local = AutoLocal
+    b = local.from_pretrained(path)
+    """
+    assert sites_of(source) == []
+
+
+def test_alias_file_passes_the_byte_filter_and_the_pruning():
+    """The byte filter passes a file whose only site is via an alias; pruning keeps the alias."""
+    import ast
+
+    from envdoctor.scan_prune import candidate_names, prune_source
+
+    source = (
+        "import transformers\n"
+        "doc = 'unrelated'\n"
+        "tok_cls = transformers.AutoTokenizer\n"
+        "tok = tok_cls.from_pretrained(p)\n"
+    )
+    assert might_contain_site(source.encode())
+    # A comparison or an attribute of the class is no alias: the filter still drops these.
+    no_alias = b"y = m.from_pretrained(p)\nz = AutoConfig.for_model(x)\nq = a == AutoConfig\n"
+    assert not might_contain_site(no_alias)
+    tree = ast.parse(source)
+    names = candidate_names(tree, {"from_pretrained"}, {"LLM"})
+    assert names == {"tok_cls", "transformers"}
+    before, after = source.split("\n"), prune_source(source, tree, names).split("\n")
+    assert after[1] == "pass" and after[2:4] == before[2:4]
+
+
 def test_relative_imports_resolve_inside_their_package():
     """`from ..auto import AutoModel` inside transformers is transformers; elsewhere it is not."""
     source = """
