@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 
-from envdoctor.probe.core import run_command, section
+from envdoctor.probe.core import open_regular, run_command, section
 
 MODEL_JSON_FILES = (
     "config.json",
@@ -76,7 +76,7 @@ print(json.dumps(out, default=str))
 
 def model_file_sha256(path):
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -94,7 +94,7 @@ def read_model_json(path):
     try:
         if os.path.getsize(path) > MODEL_MAX_JSON_BYTES:
             return None, "%s is larger than %d bytes" % (os.path.basename(path), MODEL_MAX_JSON_BYTES)
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             raw = handle.read()
     except OSError as exc:
         return None, "cannot read %s: %s" % (os.path.basename(path), exc.strerror or exc)
@@ -125,7 +125,12 @@ def check_ranks(path):
     single_bytes = set()
     tokens = set()
     duplicates = 0
-    with open(path, "rb") as handle:
+    try:
+        handle = open_regular(path)
+    except OSError as exc:
+        result["error"] = "cannot read: %s" % (exc.strerror or exc)
+        return result
+    with handle:
         for raw in handle:
             if not raw.strip():
                 continue
@@ -197,7 +202,7 @@ def read_model_code(path):
     if "error" in entry:
         return entry
     if entry["size"] <= MODEL_MAX_SOURCE_BYTES:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             entry["source"] = handle.read().decode("utf-8", "replace")
     else:
         entry["source_omitted"] = "larger than %d bytes" % MODEL_MAX_SOURCE_BYTES

@@ -12,7 +12,7 @@ import io
 import os
 import re
 
-from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs
+from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs
 
 _SRC_DIST_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -146,7 +146,7 @@ def sources_section(args, emit):
                 if size > max_file:
                     skipped.append({"path": rel, "reason": "larger than %d bytes" % max_file})
                     continue
-                with open(path, "rb") as handle:
+                with open_regular(path) as handle:
                     data = handle.read()
             except OSError as exc:
                 skipped.append({"path": rel, "reason": "unreadable: %s" % exc.strerror})
