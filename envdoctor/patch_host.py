@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envdoctor.errors import PatchError
-from envdoctor.transport.interface import Transport
+from envdoctor.transport.interface import HOST_WRITE_ATOMIC, Transport
 
 #: Exit status of the host program when at least one file was refused.
 REFUSED = 3
@@ -28,15 +28,7 @@ state_dir = os.path.join(prefix, ".envdoctor")
 ledger = os.path.join(state_dir, "ledger.jsonl")
 FIELDS = ("op", "phase", "patch", "file", "distribution", "version",
           "sha256_before", "sha256_after", "backup", "time", "envdoctor")
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
+''' + HOST_WRITE_ATOMIC + r'''
 
 def private_dir(path):
     try:
@@ -54,23 +46,6 @@ def sha256_of(path):
             return hashlib.sha256(handle.read()).hexdigest()
     except (IOError, OSError):
         return None
-
-
-def write_atomic(path, data, mode):
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envdoctor-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(folder)
 
 
 def drop_bytecode(path):

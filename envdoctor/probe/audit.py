@@ -5,7 +5,6 @@
 # counted, so the output stays small for a venv of 20,000 files. Helpers: audit_record.py
 # (RECORD and metadata) and audit_hash.py (workers, .pyc headers, the stat cache).
 
-import glob
 import hashlib
 import os
 import site
@@ -16,7 +15,7 @@ import time
 from envdoctor.probe.audit_hash import HashRun, StatCache, usable_cpus
 from envdoctor.probe.audit_record import fsb, fst, key_text, load_record, read_text, site_distributions, site_path, stat_key
 from envdoctor.probe.audit_snapshot import Snapshot, Watch, distributions_signature, path_exists, snapshot_header
-from envdoctor.probe.core import section
+from envdoctor.probe.core import section, site_dirs
 
 CODE_SUFFIXES_BYTES = (b".py", b".so", b".pyc", b".pth")
 SKIP_DIR_SUFFIXES = (".dist-info", ".egg-info")
@@ -101,8 +100,7 @@ def find_sites(prefix, default, given):
         candidates = list(getattr(site, "getsitepackages", lambda: [])())
         candidates += [sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")]
     else:
-        candidates = sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
-        candidates += sorted(glob.glob(os.path.join(prefix, "lib64", "python3*", "site-packages")))
+        candidates = site_dirs(prefix)
     sites, seen = [], set()
     for path in candidates:
         if not path or not os.path.isdir(fsb(path)):

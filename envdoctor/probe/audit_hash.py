@@ -18,11 +18,9 @@ import types
 from array import array
 
 from envdoctor.probe.audit_record import fsb, fst, stat_key
+from envdoctor.probe.core import READ_FLAGS
 
 CHUNK = 1 << 20
-#: Opening a FIFO for reading waits for a writer: a path someone replaced by one must not
-#: hang the audit (O_NONBLOCK changes nothing for regular files).
-READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 MISSING_WORDS = (-1, -1, -1, -1)
 #: Small files travel to a worker in batches of about this many bytes (or files).
 BATCH_BYTES = 4 << 20

@@ -33,10 +33,14 @@ def section(name):
     return register
 
 
+#: Flags for reading an installed file: opening a FIFO someone put in place of one would
+#: otherwise wait for a writer forever (O_NONBLOCK changes nothing for regular files).
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
 def open_regular(path):
-    """A regular file opened for binary reading; OSError for anything else. Opening a FIFO
-    someone put in place of an installed file would otherwise wait for a writer forever."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    """A regular file opened for binary reading; OSError for anything else (see READ_FLAGS)."""
+    fd = os.open(path, READ_FLAGS)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
@@ -105,6 +109,17 @@ def site_dirs(prefix):
             if os.path.realpath(path) not in [os.path.realpath(p) for p in found]:
                 found.append(path)
     return found
+
+
+def site_entries(sites):
+    """(site, entry name) for each folder's entries, sorted; a folder that cannot be listed is skipped."""
+    for site in sites:
+        try:
+            entries = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for entry in entries:
+            yield site, entry
 
 
 def main(request):

@@ -6,19 +6,14 @@
 import base64
 import os
 
-from envdoctor.probe.core import canonical_name, open_regular, run_command, section, site_dirs
+from envdoctor.probe.core import canonical_name, open_regular, run_command, section, site_dirs, site_entries
 
 
 def _find_dist_info(sites, distribution):
     wanted = canonical_name(distribution)
-    for site in sites:
-        try:
-            entries = sorted(os.listdir(site))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.endswith(".dist-info") and canonical_name(entry[: -len(".dist-info")].split("-")[0]) == wanted:
-                return site, os.path.join(site, entry)
+    for site, entry in site_entries(sites):
+        if entry.endswith(".dist-info") and canonical_name(entry[: -len(".dist-info")].split("-")[0]) == wanted:
+            return site, os.path.join(site, entry)
     return None, None
 
 

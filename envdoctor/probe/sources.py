@@ -12,7 +12,7 @@ import io
 import os
 import re
 
-from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs
+from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
 
 _SRC_DIST_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -80,30 +80,25 @@ def src_select_distributions(sites, depends_on, extra):
     wanted_names = set(canonical_name(n) for n in extra)
     seen = set()
     chosen = []
-    for site in sites:
+    for site, entry in site_entries(sites):
+        if not entry.endswith(".dist-info"):
+            continue
+        folder = os.path.join(site, entry)
         try:
-            entries = sorted(os.listdir(site))
+            headers = read_headers(os.path.join(folder, "METADATA"))
         except OSError:
             continue
-        for entry in entries:
-            if not entry.endswith(".dist-info"):
-                continue
-            folder = os.path.join(site, entry)
-            try:
-                headers = read_headers(os.path.join(folder, "METADATA"))
-            except OSError:
-                continue
-            name = headers.get("Name") or entry.split("-")[0]
-            key = canonical_name(name)
-            if key in seen:
-                continue  # shadowed by an earlier entry of sys.path: Python never imports it
-            seen.add(key)
-            deps = _src_requirement_names(headers.get_all("Requires-Dist") or [])
-            reason = "named" if key in wanted_names else ("depends on %s" % ", ".join(sorted(deps & wanted_deps)))
-            if key in wanted_names or deps & wanted_deps:
-                chosen.append({"name": name, "version": headers.get("Version") or "", "site": site,
-                               "dist_info": folder, "reason": reason})
-                wanted_names.discard(key)
+        name = headers.get("Name") or entry.split("-")[0]
+        key = canonical_name(name)
+        if key in seen:
+            continue  # shadowed by an earlier entry of sys.path: Python never imports it
+        seen.add(key)
+        deps = _src_requirement_names(headers.get_all("Requires-Dist") or [])
+        reason = "named" if key in wanted_names else ("depends on %s" % ", ".join(sorted(deps & wanted_deps)))
+        if key in wanted_names or deps & wanted_deps:
+            chosen.append({"name": name, "version": headers.get("Version") or "", "site": site,
+                           "dist_info": folder, "reason": reason})
+            wanted_names.discard(key)
     return chosen, sorted(wanted_names)
 
 

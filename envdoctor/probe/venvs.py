@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs
+from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs, site_entries
 
 # Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
 # PYTHONPATH, and so must we. Run from / so the working directory adds nothing to sys.path.
@@ -135,22 +135,17 @@ def read_distributions(sys_path):
     """Every distribution on sys_path, in import order; the first of a name is the active one."""
     dists = []
     active = {}
-    for site in sys_path:
-        try:
-            entries = sorted(os.listdir(site))
-        except OSError:
+    for site, entry in site_entries(sys_path):
+        dist = read_distribution(site, entry)
+        if dist is None:
             continue
-        for entry in entries:
-            dist = read_distribution(site, entry)
-            if dist is None:
-                continue
-            key = canonical_name(dist["name"])
-            dist["active"] = key not in active
-            if key in active:
-                dist["shadowed_by"] = active[key]
-            else:
-                active[key] = dist["path"]
-            dists.append(dist)
+        key = canonical_name(dist["name"])
+        dist["active"] = key not in active
+        if key in active:
+            dist["shadowed_by"] = active[key]
+        else:
+            active[key] = dist["path"]
+        dists.append(dist)
     return dists
 
 
