@@ -92,3 +92,28 @@ def test_shipped_checks_declare_what_they_read():
     assert undeclared == []
     assert {f for c in graph.checks.values() for f in c.facts} <= set(PROBE_SECTIONS)
     assert graph.sections_for(["packages.required"]) == ["host", "venvs"]
+
+
+def test_fleet_check_with_only_asks_the_probe_for_those_sections_alone(monkeypatch):
+    """check --only runs the real probe on this machine with just the sections the closure reads."""
+    import asyncio
+
+    from envdoctor import gather
+    from envdoctor.fleet import FleetSettings, run_fleet
+    from envdoctor.graph import load_checks
+
+    asked: list[list[str]] = []
+    real = gather.run_probe
+
+    async def spy(transport, request, **kwargs):
+        asked.append(sorted(request))
+        return await real(transport, request, **kwargs)
+
+    monkeypatch.setattr(gather, "run_probe", spy)
+    spec = HostSpec("local", None)
+    report = asyncio.run(run_fleet([spec], load_checks(), FleetSettings(only=("packages.required",))))
+    assert asked == [["host", "venvs"]]
+    assert {r.id for r in report.hosts[0].results} == {"host.reachable", "host.python", "python.venv",
+                                                       "packages.required"}
+    asyncio.run(run_fleet([spec], load_checks(), FleetSettings()))
+    assert asked[-1] == sorted(gather.PROBE_SECTIONS)
