@@ -5,8 +5,8 @@ from __future__ import annotations
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, warned
 
-from checks._common import belongs_to, target_env, target_python
-from checks.packages import unmet_requirements
+from envdoctor.checks._common import belongs_to, target_env, target_python
+from envdoctor.checks.packages import unmet_requirements
 
 
 @check(

@@ -22,8 +22,8 @@ from envdoctor.models import (
 )
 from envdoctor.results import CheckResult, Remedy, Status, errored, failed, passed, skipped, warned
 
-from checks._common import target_env, target_python
-from checks.packages import install_remedy
+from envdoctor.checks._common import target_env, target_python
+from envdoctor.checks.packages import install_remedy
 
 #: How transformers names the packages a model's code imports but the venv lacks.
 MISSING_PACKAGES = re.compile(r"packages that were not found in your environment: ([\w.\-]+(?:, [\w.\-]+)*)")

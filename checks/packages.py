@@ -14,7 +14,7 @@ from envdoctor.facts import Distribution, Environment
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
 
-from checks._common import target_env, target_python
+from envdoctor.checks._common import target_env, target_python
 
 
 @functools.lru_cache(maxsize=16384)

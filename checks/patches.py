@@ -32,8 +32,8 @@ from envdoctor.patching import (
 )
 from envdoctor.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
 
-from checks._common import target_env
-from patches import trust_remote_code
+from envdoctor.checks._common import target_env
+from envdoctor.patches import trust_remote_code
 
 CONSENT_HINT = "pass --trust-remote-code (or trust_remote_code = true in envdoctor.toml) to let fix apply it"
 

@@ -18,7 +18,7 @@ from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, failed, passed, skipped, warned
 from envdoctor.scan import ScanError, Site, package_of_relative_path, scan_source
 
-from checks.patches import trust_remote_code_remedy
+from envdoctor.checks.patches import trust_remote_code_remedy
 
 SECTION = "sources"
 #: Gaps named in the message; the rest are in details.

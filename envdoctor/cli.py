@@ -147,7 +147,7 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     graph = load_checks(Path(p) for p in opts["check_files"])
     patch_files = tuple(opts.get("patch_files", ()))
     if patch_files:
-        from checks.patches import patch_checks  # content builds the checks of the user's patches
+        from envdoctor.checks.patches import patch_checks  # content builds the checks of the user's patches
 
         specs = [replace(spec, patches=patch_files) for spec in specs]
         graph = CheckGraph([*graph.checks.values(), *patch_checks(user_patches(patch_files))])

@@ -209,5 +209,5 @@ def package_modules(package: str) -> list[ModuleType]:
 
 def load_checks(extra_files: Iterable[Path] = ()) -> CheckGraph:
     """Every check shipped in ``checks/`` plus those in the user's own files."""
-    modules = package_modules("checks") + [load_module_file(p, "envdoctor_user_checks") for p in extra_files]
+    modules = package_modules("envdoctor.checks") + [load_module_file(p, "envdoctor_user_checks") for p in extra_files]
     return CheckGraph(c for m in modules for c in checks_in(m))

@@ -352,11 +352,11 @@ class PatchSet:
 @cache
 def shipped_patches() -> tuple[Patch, ...]:
     """Every patch in the ``patches`` package (modules whose names start with _ are helpers)."""
-    root = importlib.import_module("patches")
+    root = importlib.import_module("envdoctor.patches")
     found: list[Patch] = []
     for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
-            found.extend(patches_in(importlib.import_module(f"patches.{info.name}")))
+            found.extend(patches_in(importlib.import_module(f"envdoctor.patches.{info.name}")))
     return tuple(found)
 
 

@@ -60,7 +60,7 @@ TOKENIZER = Patch(
 
 def decoder_through_language_model(module: cst.Module) -> cst.Module:
     """``base_model = model.model`` -> ``model.language_model.model`` when the wrapper has one."""
-    from patches._speculators_cst import LanguageModelFirst
+    from envdoctor.patches._speculators_cst import LanguageModelFirst
 
     edit = LanguageModelFirst()
     new = module.visit(edit)

@@ -16,7 +16,7 @@ from envdoctor.probe import models as probe
 from envdoctor.probe.program import ProbeOutput
 from envdoctor.results import Status
 from envdoctor.stages import FACT_PLACEHOLDERS, facts_document, lookup
-from checks import models as model_checks
+from envdoctor.checks import models as model_checks
 from tests.kimi_fixture import build_broken_config, build_flat, build_kimi, write_ranks
 
 V = "/v"

@@ -8,13 +8,13 @@ from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
 
-from checks.patches import evaluator, trust_remote_code_remedy
+from envdoctor.checks.patches import evaluator, trust_remote_code_remedy
 from envdoctor.graph import CheckContext
 from envdoctor.inventory import HostSpec
 from envdoctor.patching import Patch
 from envdoctor.probe.program import ProbeOutput
 from envdoctor.results import Status
-from patches.trust_remote_code import add_flag_at
+from envdoctor.patches.trust_remote_code import add_flag_at
 from tests.unit.fakes import dist, env, facts
 
 SITE = "/v/lib/python3.11/site-packages"

@@ -37,7 +37,7 @@ from envdoctor.patching import (
     revert_patch,
 )
 from envdoctor.transport.local import LocalTransport
-from patches.trust_remote_code import add_flag_at
+from envdoctor.patches.trust_remote_code import add_flag_at
 from tests.unit.fakes import dist, env
 
 SOURCE = b"from transformers import AutoTokenizer\ntok = AutoTokenizer.from_pretrained(path)\n"

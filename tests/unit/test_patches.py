@@ -10,8 +10,8 @@ from libcst.metadata import MetadataWrapper
 
 from envdoctor.cst_edits import AddTrustRemoteCode, callee_is
 from envdoctor.patching import SkipFile, TransformMismatch
-from patches import trust_remote_code
-from patches.speculators import decoder_through_language_model, tokenizer_trusts_remote_code
+from envdoctor.patches import trust_remote_code
+from envdoctor.patches.speculators import decoder_through_language_model, tokenizer_trusts_remote_code
 
 AUTO_TOKENIZER = "transformers.AutoTokenizer.from_pretrained"
 

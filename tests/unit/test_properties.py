@@ -12,7 +12,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from checks.packages import _broken_dependencies, satisfied_by, unmet_requirements
+from envdoctor.checks.packages import _broken_dependencies, satisfied_by, unmet_requirements
 from envdoctor.errors import ConfigError, ProbeError, TransportError
 from envdoctor.facts import Distribution, Environment
 from envdoctor.inventory import parse_destination, parse_requirement

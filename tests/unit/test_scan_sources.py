@@ -16,7 +16,7 @@ from envdoctor.probe.sources import sources_section
 from envdoctor.results import Status
 from envdoctor.scan import sources_request
 
-from checks.remote_code import scan_items, trust_remote_code_sites
+from envdoctor.checks.remote_code import scan_items, trust_remote_code_sites
 from tests.unit.fakes import env, facts
 
 GAP = b"from transformers import AutoTokenizer\n\ndef load(p):\n    return AutoTokenizer.from_pretrained(p)\n"

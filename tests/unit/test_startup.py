@@ -45,7 +45,7 @@ PROGRAM = textwrap.dedent(
     from envdoctor.model_code import read_imports
     from envdoctor.patching import transform_source
     from envdoctor.scan import scan_source
-    from patches.speculators import MULTIMODAL_DECODER
+    from envdoctor.patches.speculators import MULTIMODAL_DECODER
 
     worker = b"def _setup_hidden_states_capture(model):\\n    base_model = model.model\\n"
     assert b"language_model" in transform_source(MULTIMODAL_DECODER, worker)
@@ -88,3 +88,19 @@ def test_json_check_imports_neither_structlog_nor_rich():
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_install_adds_only_the_envdoctor_package():
+    """checks/ and patches/ install as envdoctor.checks and envdoctor.patches, never top-level."""
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    setuptools = project["tool"]["setuptools"]
+    assert all(p == "envdoctor" or p.startswith("envdoctor.") for p in setuptools["packages"])
+    assert setuptools["package-dir"] == {"envdoctor.checks": "checks", "envdoctor.patches": "patches"}
+    import envdoctor.checks
+    import envdoctor.patches
+
+    assert Path(envdoctor.checks.__path__[0]).name == "checks"
+    assert Path(envdoctor.patches.__path__[0]).name == "patches"
