@@ -1,22 +1,26 @@
-"""Scale benchmark (issue 6): envdoctor vs. the by-hand loop, Ansible and pyinfra, through a
-50 ms round-trip link.
+"""Fleet-scale benchmark: envdoctor against a plain asyncssh loop over a simulated fleet.
 
-Every "host" is an alias of one loopback sshd reached through fault proxies that add 25 ms
-in each direction (tests/faultproxy.py). For 1, 32 and 128 hosts it measures the wall time,
-the controller's CPU time (user+sys of the tool's process tree, from wait4), and SSH
-connections and sessions per host (connections counted by the proxies, sessions from the
-sshd's VERBOSE log). All tools gather the same facts: default python3 and pip, the venv's
-interpreter and version, its installed packages and their consistency, GPU and disk.
+The fleet is N aliases (h0001 ... hN) of a few asyncssh server processes on 127.0.0.1
+(bench/sim_fleet.py) that answer every command with a recorded answer of the real probe. The
+controller does all of its real work: ssh config resolution, one connection per host with
+public-key authentication and a host-key check against known_hosts, the probe command,
+parsing, the check graph and the JSON report. The reference is the floor of the approach:
+one asyncssh connection and one exec per host, same command, same standard input, same
+concurrency, outputs gathered, nothing else.
 
-ansible-core and pyinfra are installed from PyPI into the benchmark's own venv
-(/tmp/envdoctor-bench/venv). Not run by CI. On 2 shared cores the full run takes about 15
-minutes, most of it Ansible and pyinfra at 128 hosts; envdoctor alone takes 2:
+For each fleet size it prints wall time, controller CPU (user+sys of the process tree, from
+wait4) in total and per host, peak RSS, the most descriptors open at once, and envdoctor's
+wall time over the reference's. It then runs the largest fleet under a descriptor limit
+(``--nofile``, default 256) that is far below the fleet size: every host must get its result
+and no "Too many open files" may appear. Finally it reports start-up: the import time of
+``envdoctor check local`` (best of 5).
 
-    python bench/scale_bench.py [--hosts 1,32,128] [--hand-hosts 1,4] [--parallel 32]
-                                [--skip ansible,pyinfra,hand]
+    python bench/scale_bench.py [--hosts 32,128,1000] [--servers 2] [--parallel 64]
+                                [--nofile 256] [--repeat 1]
 
-Every host here is the same machine, so at 128 hosts the hosts' own work (128 probes, or
-128 x 7 commands, on the controller's 2 cores) weighs in every tool's wall time.
+Not run by CI. On 2 cores the default run takes a few minutes; the servers share the cores
+with the controller, equally for envdoctor and the reference. (The earlier comparison with
+Ansible and pyinfra through a 50 ms link is bench/tools_bench.py.)
 """
 
 from __future__ import annotations
@@ -24,285 +28,281 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
-import venv
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.faultproxy import FaultProxy, Faults  # noqa: E402  # the repo root must be on sys.path first
-from tests.sshd import SSHServer, start_sshd  # noqa: E402  # as above
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-ROOT = Path("/tmp/envdoctor-bench")
-TOOLS_VENV = ROOT / "venv"
-HALF_RTT = 0.025
-PROXIES = 4
+ROOT = Path("/tmp/envdoctor-scale-bench")
+BASE_PORT = 23100
 
-#: The facts, as a person gathers them by hand; `|| true` where a host may lack the tool.
-FACTS = [
-    "command -v python3; command -v pip || true",
-    "python3 -c 'import sys; print(sys.prefix, sys.version)'",
-    "{venv}/bin/python -c 'import sys; print(sys.version)'",
-    "{venv}/bin/python -m pip list --format=json",
-    "{venv}/bin/python -m pip check || true",
-    "nvidia-smi -L || true",
-    "df -k {venv}",
-]
+#: The reference: one connection and one exec per host, nothing else.
+REFERENCE = r"""
+import asyncio, json, sys
+import asyncssh
+
+async def main():
+    plan = json.load(open(sys.argv[1]))
+    command, stdin = plan["command"], open(plan["stdin"], "rb").read()
+    limit = asyncio.Semaphore(plan["parallel"])
+    async def one(host):
+        async with limit:
+            async with asyncssh.connect("127.0.0.1", host["port"], username="root",
+                                        client_keys=[plan["key"]], known_hosts=plan["known_hosts"],
+                                        config=None) as conn:
+                result = await conn.run(command, input=stdin, encoding=None)
+                return len(result.stdout)
+    sizes = await asyncio.gather(*(one(h) for h in plan["hosts"]), return_exceptions=True)
+    bad = [s for s in sizes if not isinstance(s, int)]
+    print(json.dumps({"hosts": len(sizes), "failed": len(bad), "errors": sorted({str(b) for b in bad})[:3]}))
+
+asyncio.run(main())
+"""
 
 
 @dataclass
-class Run:
+class Measure:
     tool: str
     hosts: int
     wall: float
     cpu: float
-    connections: int
-    sessions: int
+    rss_mb: float
+    max_fds: int
     ok: bool
     note: str = ""
 
-
-def run_measured(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-                 timeout: float = 900) -> tuple[float, int, str, str]:
-    """Wall time, exit status and output of one command."""
-    begin = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate(timeout=timeout)
-    return time.monotonic() - begin, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    @property
+    def cpu_ms_per_host(self) -> float:
+        return 1000 * self.cpu / self.hosts
 
 
-def children_cpu() -> float:
-    """user+sys of every reaped child and its descendants: deltas around one run are its CPU."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def measured(argv: list[str], *, nofile: int | None = None, env: dict[str, str] | None = None,
+             timeout: float = 1800) -> tuple[Measure, str, str]:
+    """Run argv; wall, CPU and peak RSS from wait4, descriptors sampled from /proc."""
+    def limit() -> None:
+        if nofile:
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
+
+    out_path, err_path = ROOT / "last.out", ROOT / "last.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        begin = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                preexec_fn=limit, env=env)
+        most = [0]
+        done = threading.Event()
+
+        def sample() -> None:
+            fd_dir = f"/proc/{proc.pid}/fd"
+            while not done.is_set():
+                try:
+                    most[0] = max(most[0], len(os.listdir(fd_dir)))
+                except OSError:
+                    pass
+                done.wait(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - begin
+        done.set()
+        sampler.join()
+    code = os.waitstatus_to_exitcode(status)
+    measure = Measure("", 0, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, most[0], code in (0, 1))
+    return measure, out_path.read_text("utf-8", "replace"), err_path.read_text("utf-8", "replace")
 
 
-class Lab:
-    """The sshd, its proxies, the aliases, and the venv the tools look at."""
+class SimFleet:
+    """Keys, an ssh_config with N aliases over the servers' ports, known_hosts, the servers."""
 
-    def __init__(self, max_hosts: int) -> None:
-        shutil.rmtree(ROOT / "lab", ignore_errors=True)
-        self.server: SSHServer = start_sshd(ROOT / "lab" / "sshd", [], max_startups="1000:30:1000")
-        self.proxies = [FaultProxy(self.server.port, Faults(latency_up=HALF_RTT, latency_down=HALF_RTT),
-                                   lifetime=3600).start() for _ in range(PROXIES)]
-        self.target_venv = ROOT / "lab" / "job venv"
-        venv.EnvBuilder(with_pip=True).create(self.target_venv)
-        self.aliases = [f"h{i:03d}" for i in range(max_hosts)]
-        key = (self.server.root / "host_ed25519.pub").read_text().strip()
-        self.known_hosts = ROOT / "lab" / "known_hosts"
-        self.known_hosts.write_text("".join(f"[127.0.0.1]:{p.port} {key}\n" for p in self.proxies))
-        lines = []
-        for i, alias in enumerate(self.aliases):
-            lines += [f"Host {alias}", "    HostName 127.0.0.1", f"    Port {self.port_of(i)}",
-                      f"    User {self.server.user}", f"    IdentityFile {self.server.client_key}",
-                      "    IdentitiesOnly yes", f"    UserKnownHostsFile {self.known_hosts}",
-                      "    StrictHostKeyChecking yes", ""]
-        self.ssh_config = ROOT / "lab" / "ssh_config"
-        self.ssh_config.write_text("\n".join(lines))
+    def __init__(self, servers: int, max_hosts: int) -> None:
+        import asyncssh
+
+        shutil.rmtree(ROOT, ignore_errors=True)
+        ROOT.mkdir(mode=0o700, parents=True)
+        self.host_key = ROOT / "host_key"
+        self.client_key = ROOT / "client_key"
+        for path in (self.host_key, self.client_key):
+            key = asyncssh.generate_private_key("ssh-ed25519")
+            key.write_private_key(str(path))
+            key.write_public_key(str(path) + ".pub")
+            path.chmod(0o600)
+        self.ports = [BASE_PORT + i for i in range(servers)]
+        public = asyncssh.read_public_key(str(self.host_key) + ".pub").export_public_key().decode().strip()
+        self.known_hosts = ROOT / "known_hosts"
+        self.known_hosts.write_text("".join(f"[127.0.0.1]:{p} {public}\n" for p in self.ports))
+        self.config = ROOT / "ssh_config"
+        blocks = [
+            f"Host {self.alias(i)}\n  HostName 127.0.0.1\n  Port {self.port_of(i)}\n"
+            for i in range(max_hosts)
+        ]
+        common = (f"Host *\n  User root\n  IdentityFile {self.client_key}\n"
+                  f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking yes\n"
+                  f"  IdentitiesOnly yes\n")
+        self.config.write_text("".join(blocks) + common)
+        self.answer = ROOT / "answer"
+        self.stdin = ROOT / "stdin"
+        self.command = self.record_answer()
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @staticmethod
+    def alias(index: int) -> str:
+        return f"h{index + 1:04d}"
 
     def port_of(self, index: int) -> int:
-        return self.proxies[index % len(self.proxies)].port
+        return self.ports[index % len(self.ports)]
 
-    def connections(self) -> int:
-        return sum(p.stats.connections for p in self.proxies)
+    def record_answer(self) -> str:
+        """The real probe of `check` run once on this machine; every simulated host answers it."""
+        from envdoctor.gather import build_request, python_candidates
+        from envdoctor.graph import load_checks
+        from envdoctor.inventory import HostSpec
+        from envdoctor.probe.program import build_program, encode_stdin, probe_command
+        from envdoctor.transport.interface import shell_join
 
-    def reset(self) -> None:
-        for proxy in self.proxies:
-            proxy.reset_stats()
+        spec = HostSpec("h", None)
+        request = build_request(spec, load_checks().sections_for(None))
+        stdin = encode_stdin({"sections": request}, build_program(request))
+        argv = probe_command(python_candidates(spec))
+        answer = subprocess.run(argv, input=stdin, capture_output=True, check=True, timeout=300).stdout
+        self.answer.write_bytes(answer)
+        self.stdin.write_bytes(stdin)
+        return shell_join(argv)
 
-    def sessions_since(self, offset: int) -> int:
-        text = self.server.log.read_bytes()[offset:].decode("utf-8", "replace")
-        return len(re.findall(r"Starting session: ", text))
-
-    def log_size(self) -> int:
-        return self.server.log.stat().st_size if self.server.log.exists() else 0
-
-    def measure(self, tool: str, hosts: int, argv: list[str], *, env: dict[str, str] | None = None,
-                cwd: Path | None = None, ok=lambda code, out: code == 0) -> Run:  # type: ignore[no-untyped-def]  # predicate
-        self.reset()
-        offset = self.log_size()
-        cpu0 = children_cpu()
-        wall, code, out, err = run_measured(argv, env=env, cwd=cwd)
-        cpu = children_cpu() - cpu0
-        good = ok(code, out)
-        note = "" if good else (err.strip().splitlines() or out.strip().splitlines() or ["?"])[-1][:100]
-        return Run(tool, hosts, wall, cpu, self.connections(), self.sessions_since(offset), good, note)
+    def start(self) -> None:
+        for port in self.ports:
+            proc = subprocess.Popen(
+                [sys.executable, str(REPO / "bench" / "sim_fleet.py"), "--port", str(port),
+                 "--host-key", str(self.host_key), "--answer", str(self.answer)],
+                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            )
+            assert proc.stdout is not None
+            line = proc.stdout.readline().decode()  # waits for "ready PORT": no fixed sleep
+            if not line.startswith("ready"):
+                raise SystemExit(f"simulated server on port {port} did not start")
+            self.procs.append(proc)
 
     def stop(self) -> None:
-        for proxy in self.proxies:
-            proxy.stop()
-        self.server.stop()
+        for proc in self.procs:
+            proc.terminate()
+            proc.wait(10)
 
 
-def envdoctor_run(lab: Lab, n: int, parallel: int | None = None) -> Run:
-    parallel = min(n, parallel) if parallel else n
-    argv = [sys.executable, "-m", "envdoctor", "check", *lab.aliases[:n], "--ssh-config", str(lab.ssh_config),
-            "--venv", str(lab.target_venv), "--format", "json", "--parallel", str(parallel)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-
-    def ok(code: int, out: str) -> bool:
-        try:
-            hosts = json.loads(out)["hosts"]
-        except ValueError:
-            return False
-        reach = [next(r for r in h["results"] if r["id"] == "host.reachable") for h in hosts]
-        return len(hosts) == n and all(r["status"] == "pass" for r in reach)
-
-    name = "envdoctor" if parallel == n else f"envdoctor --parallel {parallel}"
-    return lab.measure(name, n, argv, env=env, ok=ok)
-
-
-def by_hand_run(lab: Lab, n: int) -> Run:
-    script = ROOT / "lab" / "by_hand.sh"
-    lines = ["#!/bin/sh", "set -u"]
-    for alias in lab.aliases[:n]:
-        for fact in FACTS:
-            command = fact.format(venv=f"'{lab.target_venv}'")
-            lines.append(f"ssh -F '{lab.ssh_config}' -o BatchMode=yes {alias} \"{command}\" >/dev/null || exit 1")
-    script.write_text("\n".join(lines) + "\n")
-    return lab.measure("by hand (ssh per fact)", n, ["/bin/sh", str(script)])
+def envdoctor_run(fleet: SimFleet, n: int, parallel: int, nofile: int | None = None) -> Measure:
+    out = ROOT / f"report-{n}.json"
+    argv = [sys.executable, "-m", "envdoctor", "check", *(fleet.alias(i) for i in range(n)),
+            "--ssh-config", str(fleet.config), "--parallel", str(parallel),
+            "--format", "json", "--output", str(out)]
+    measure, _, err = measured(argv, nofile=nofile, env={**os.environ, "HOME": str(ROOT)})
+    measure.tool, measure.hosts = "envdoctor" + (f" (ulimit -n {nofile})" if nofile else ""), n
+    try:
+        report = json.loads(out.read_text())
+        reached = sum(1 for h in report["hosts"]
+                      if any(r["id"] == "host.reachable" and r["status"] == "pass" for r in h["results"]))
+    except (OSError, ValueError, KeyError):
+        reached = 0
+    emfile = "Too many open files" in err or (out.exists() and "Too many open files" in out.read_text())
+    measure.ok = measure.ok and reached == n and not emfile
+    measure.note = f"{reached}/{n} reached" + (", EMFILE" if emfile else "")
+    if reached != n:
+        measure.note += f"; {err.strip().splitlines()[-1:] if err.strip() else ''}"
+    out.unlink(missing_ok=True)
+    return measure
 
 
-def ansible_run(lab: Lab, n: int) -> Run:
-    folder = ROOT / "lab" / "ansible"
-    folder.mkdir(exist_ok=True)
-    inventory = folder / "hosts.ini"
-    inventory.write_text("[fleet]\n" + "\n".join(lab.aliases[:n]) + "\n\n[fleet:vars]\n"
-                         "ansible_python_interpreter=/usr/bin/python3\n")
-    tasks = [{"name": f"fact {i}", "shell": fact.format(venv=f"'{lab.target_venv}'"), "changed_when": False}
-             for i, fact in enumerate(FACTS)]
-    playbook = folder / "facts.yml"
-    playbook.write_text(json.dumps([{"hosts": "fleet", "gather_facts": False, "tasks": tasks}]))
-    control = ROOT / "lab" / "cp"
-    control.mkdir(exist_ok=True)
-    env = {
-        **os.environ,
-        "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_FORKS": str(max(n, 1)),
-        "ANSIBLE_HOST_KEY_CHECKING": "True",
-        "ANSIBLE_SSH_ARGS": f"-F {lab.ssh_config} -o ControlMaster=auto -o ControlPersist=60s",
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control),
-        "ANSIBLE_LOCAL_TEMP": str(folder / "tmp"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_STDOUT_CALLBACK": "default",
-    }
-    argv = [str(TOOLS_VENV / "bin" / "ansible-playbook"), "-i", str(inventory), str(playbook)]
-    run = lab.measure("ansible-core (pipelining)", n, argv, env=env)
-    # ControlPersist masters outlive the run (their CPU is not in the figure: they are not
-    # reaped by us); close each through its own socket so the next run starts cold.
-    for sock in control.iterdir():
-        subprocess.run(["ssh", "-F", str(lab.ssh_config), "-o", f"ControlPath={sock}", "-O", "exit", "h000"],
-                       capture_output=True, timeout=30)
-    return run
+def reference_run(fleet: SimFleet, n: int, parallel: int) -> Measure:
+    plan = ROOT / "plan.json"
+    plan.write_text(json.dumps({
+        "command": fleet.command, "stdin": str(fleet.stdin), "parallel": parallel,
+        "key": str(fleet.client_key), "known_hosts": str(fleet.known_hosts),
+        "hosts": [{"port": fleet.port_of(i)} for i in range(n)],
+    }))
+    measure, out, err = measured([sys.executable, "-c", REFERENCE, str(plan)])
+    measure.tool, measure.hosts = "asyncssh loop", n
+    try:
+        summary = json.loads(out.strip().splitlines()[-1])
+        measure.ok = measure.ok and summary["failed"] == 0
+        measure.note = f"{summary['hosts'] - summary['failed']}/{n} reached"
+    except (ValueError, IndexError, KeyError):
+        measure.ok, measure.note = False, err.strip()[-200:]
+    return measure
 
 
-def pyinfra_run(lab: Lab, n: int) -> Run:
-    folder = ROOT / "lab" / "pyinfra"
-    folder.mkdir(exist_ok=True)
-    data = {"ssh_config_file": str(lab.ssh_config), "ssh_known_hosts_file": str(lab.known_hosts),
-            "ssh_strict_host_key_checking": "yes"}
-    (folder / "inventory.py").write_text(f"fleet = [(a, {data!r}) for a in {lab.aliases[:n]!r}]\n")
-    commands = [fact.format(venv=f"'{lab.target_venv}'") for fact in FACTS]
-    (folder / "deploy.py").write_text(
-        "from pyinfra import host\nfrom pyinfra.facts.server import Command\n"
-        f"for command in {commands!r}:\n    host.get_fact(Command, command=command)\n"
-    )
-    argv = [str(TOOLS_VENV / "bin" / "pyinfra"), "inventory.py", "deploy.py", "-y", "--parallel", str(max(n, 1))]
-    return lab.measure("pyinfra", n, argv, cwd=folder)
+def startup_ms(repeat: int = 5) -> float:
+    """Import time of `envdoctor check local` (cumulative, top-level modules), best of N."""
+    best = float("inf")
+    for _ in range(repeat):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "envdoctor", "check", "local", "--only", "host.python",
+             "--format", "json"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )
+        total = 0
+        for line in proc.stderr.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[1].strip().isdigit() and not parts[2].startswith("  "):
+                total += int(parts[1])  # cumulative microseconds of each top-level import
+        best = min(best, total / 1000)
+    return best
 
 
-def ensure_tools() -> None:
-    if (TOOLS_VENV / "bin" / "ansible-playbook").exists() and (TOOLS_VENV / "bin" / "pyinfra").exists():
-        return
-    venv.EnvBuilder(with_pip=True).create(TOOLS_VENV)
-    subprocess.run([str(TOOLS_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "ansible-core", "pyinfra"],
-                   check=True)
-
-
-def table(runs: list[Run]) -> str:
-    rows = [f"{'tool':<28} {'hosts':>5} {'wall s':>8} {'CPU s':>7} {'CPU ms/host':>11} "
-            f"{'conn/host':>9} {'sess/host':>9}  ok"]
-    for r in runs:
-        rows.append(f"{r.tool:<28} {r.hosts:>5} {r.wall:>8.2f} {r.cpu:>7.2f} {1000 * r.cpu / r.hosts:>11.1f} "
-                    f"{r.connections / r.hosts:>9.2f} {r.sessions / r.hosts:>9.2f}  {'yes' if r.ok else 'NO ' + r.note}")
-    return "\n".join(rows)
+def table(rows: list[Measure]) -> str:
+    head = (f"{'tool':<26} {'hosts':>5} {'wall s':>8} {'cpu s':>7} {'cpu ms/host':>11} "
+            f"{'rss MB':>7} {'max fds':>7}  note")
+    lines = [head, "-" * len(head)]
+    for m in rows:
+        lines.append(f"{m.tool:<26} {m.hosts:>5} {m.wall:>8.2f} {m.cpu:>7.2f} {m.cpu_ms_per_host:>11.2f} "
+                     f"{m.rss_mb:>7.0f} {m.max_fds:>7}  {'' if m.ok else 'FAILED '}{m.note}")
+    return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", default="1,32,128")
-    parser.add_argument("--hand-hosts", default="1,4", help="by-hand loop sizes (it is sequential: linear)")
-    parser.add_argument("--skip", default="", help="comma list of ansible,pyinfra,hand")
-    parser.add_argument("--parallel", type=int, default=None,
-                        help="also run envdoctor with this --parallel (default: only --parallel N for N hosts)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", default="32,128,1000")
+    parser.add_argument("--servers", type=int, default=2)
+    parser.add_argument("--parallel", type=int, default=64)
+    parser.add_argument("--nofile", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=1, help="Runs per size; the best wall is kept.")
     args = parser.parse_args()
-    sizes = [int(x) for x in args.hosts.split(",")]
-    skip = set(filter(None, args.skip.split(",")))
-    ROOT.mkdir(exist_ok=True)
-    if not {"ansible", "pyinfra"} <= skip:
-        ensure_tools()
-    lab = Lab(max(sizes))
-    runs: list[Run] = []
+    sizes = [int(s) for s in args.hosts.split(",")]
+
+    fleet = SimFleet(args.servers, max(sizes))
+    fleet.start()
+    rows: list[Measure] = []
     try:
-        envdoctor_run(lab, 1)  # warm the page cache and the host's bytecode once
         for n in sizes:
-            runs.append(envdoctor_run(lab, n))
-            print(table(runs[-1:]).splitlines()[1], flush=True)
-            if args.parallel and args.parallel < n:
-                runs.append(envdoctor_run(lab, n, args.parallel))
-                print(table(runs[-1:]).splitlines()[1], flush=True)
-            if "ansible" not in skip:
-                runs.append(ansible_run(lab, n))
-                print(table(runs[-1:]).splitlines()[1], flush=True)
-            if "pyinfra" not in skip:
-                runs.append(pyinfra_run(lab, n))
-                print(table(runs[-1:]).splitlines()[1], flush=True)
-        if "hand" not in skip:
-            for n in [int(x) for x in args.hand_hosts.split(",")]:
-                runs.append(by_hand_run(lab, n))
-                print(table(runs[-1:]).splitlines()[1], flush=True)
+            for runner in (reference_run, envdoctor_run):
+                best = min((runner(fleet, n, args.parallel) for _ in range(args.repeat)), key=lambda m: m.wall)
+                rows.append(best)
+                print(table([best]).splitlines()[-1], flush=True)
+        if args.nofile:
+            rows.append(envdoctor_run(fleet, max(sizes), args.parallel, nofile=args.nofile))
     finally:
-        lab.stop()
-    print()
-    print(f"link: {2 * HALF_RTT * 1000:.0f} ms round trip through {PROXIES} proxies; one sshd on 127.0.0.1; "
-          f"{os.cpu_count()} CPUs")
-    print(table(runs))
-    print()
-    summarize(runs)
+        fleet.stop()
 
-
-def summarize(runs: list[Run]) -> None:
-    by = {(r.tool if r.tool.startswith("envdoctor") else r.tool.split()[0], r.hosts): r for r in runs}
-    for n in sorted({r.hosts for r in runs}):
-        ed = by.get(("envdoctor", n))
-        if ed is None:
-            continue
-        parts = [f"{n} hosts: envdoctor {ed.wall:.2f}s"]
-        for name, target in (("ansible-core", 6.0), ("pyinfra", 2.5)):
-            other = by.get((name, n))
-            if other:
-                ratio = other.wall / ed.wall
-                parts.append(f"{ratio:.1f}x faster than {name} (target {target:g}x: "
-                             f"{'met' if ratio >= target else 'MISSED'})")
-        parts.append(f"CPU {1000 * ed.cpu / n:.1f} ms/host (target 20: {'met' if ed.cpu / n <= 0.020 else 'MISSED'})")
-        parts.append(f"{ed.connections / n:.2f} connections/host")
-        print("; ".join(parts))
-    one, big = by.get(("envdoctor", 1)), max((r for r in runs if r.tool == "envdoctor"), key=lambda r: r.hosts,
-                                             default=None)
-    if one and big and big.hosts > 1:
-        marginal = (big.cpu - one.cpu) / (big.hosts - 1)
-        print(f"envdoctor marginal CPU per extra host (start-up excluded): {1000 * marginal:.1f} ms")
-    hand = [r for r in runs if r.tool.startswith("by hand")]
-    if hand:
-        per_host = max(hand, key=lambda r: r.hosts).wall / max(hand, key=lambda r: r.hosts).hosts
-        print(f"by hand: {per_host:.2f}s per host, sequential; extrapolated: 32 hosts {32 * per_host:.0f}s, "
-              f"128 hosts {128 * per_host:.0f}s")
+    print()
+    print(table(rows))
+    print()
+    for n in sizes:
+        ref = next(m for m in rows if m.tool == "asyncssh loop" and m.hosts == n)
+        env = next(m for m in rows if m.tool == "envdoctor" and m.hosts == n)
+        print(f"{n:>5} hosts: envdoctor wall {env.wall / ref.wall:.2f}x the reference (target <= 1.3x); "
+              f"cpu {env.cpu_ms_per_host:.1f} ms/host (target <= 10), reference {ref.cpu_ms_per_host:.1f}; "
+              f"rss {env.rss_mb:.0f} MB (target < 1024 at 1,000)")
+    if len(sizes) > 1:
+        small, large = sizes[0], sizes[-1]
+        env_s = next(m for m in rows if m.tool == "envdoctor" and m.hosts == small)
+        env_l = next(m for m in rows if m.tool == "envdoctor" and m.hosts == large)
+        print(f"marginal controller cpu per extra host ({small} -> {large}): "
+              f"{1000 * (env_l.cpu - env_s.cpu) / (large - small):.2f} ms; "
+              f"rss per extra host: {1024 * (env_l.rss_mb - env_s.rss_mb) / (large - small):.0f} KB")
+    print(f"start-up: `envdoctor check local` imports {startup_ms():.0f} ms (best of 5; target < 150)")
 
 
 if __name__ == "__main__":

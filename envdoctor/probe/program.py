@@ -2,7 +2,10 @@
 
 The host runs ``sh -c WRAPPER``: the wrapper notes what a non-interactive ``python3`` and
 ``pip`` resolve to (that is the pip trap's evidence), picks an interpreter by absolute path
-and runs the bootstrap, which reads the request line and the program from stdin. So one SSH
+and runs the bootstrap, which reads the request line and the program from stdin. The
+interpreter runs with ``-I -S``: no PYTHON* variables, no user site, no working folder on
+sys.path, and no ``site``, so no ``.pth`` file of the environment executes while it is
+being read (probe/core.py finds the site folders from the venv layout instead). So one SSH
 session gathers every fact, whatever the host's login shell is.
 """
 
@@ -35,7 +38,7 @@ boot=$1
 shift
 for candidate in "$@" "$ENVDOCTOR_PY3" /usr/bin/python3 /usr/local/bin/python3 /usr/libexec/platform-python; do
   if [ -n "$candidate" ] && [ -x "$candidate" ]; then
-    exec "$candidate" -I -c "$boot"
+    exec "$candidate" -I -S -c "$boot"
   fi
 done
 echo "envdoctor: no Python 3 interpreter found on this host (looked for python3 on PATH and in /usr/bin, /usr/local/bin)" >&2
@@ -86,8 +89,18 @@ NO_PYTHON_STATUS = 127
 @cache
 def _module_source(module: str) -> str:
     text = resources.files("envdoctor.probe").joinpath(f"{module}.py").read_text("utf-8")
-    # Inside the concatenated program every module's names are already defined.
-    kept = [line for line in text.splitlines() if not line.startswith("from envdoctor.probe")]
+    # Inside the concatenated program every module's names are already defined, so the
+    # imports between probe modules (one line, or a parenthesized list over several) go.
+    kept: list[str] = []
+    in_import = False
+    for line in text.splitlines():
+        if line.startswith("from envdoctor.probe"):
+            in_import = "(" in line and ")" not in line
+            continue
+        if in_import:
+            in_import = ")" not in line
+            continue
+        kept.append(line)
     return "\n".join(kept) + "\n"
 
 

@@ -104,3 +104,48 @@ def test_install_adds_only_the_envdoctor_package():
 
     assert Path(envdoctor.checks.__path__[0]).name == "checks"
     assert Path(envdoctor.patches.__path__[0]).name == "patches"
+
+
+def test_asyncssh_is_imported_without_the_liboqs_search_unless_asked(tmp_path: Path) -> None:
+    """Importing asyncssh for SSH hosts searches for liboqs only when a config names sntrup."""
+    program = textwrap.dedent(
+        """
+        import ctypes.util, sys
+        asked = []
+        real = ctypes.util.find_library
+        ctypes.util.find_library = lambda name: asked.append(name) or real(name)
+        from envdoctor.transport.asyncssh_loader import import_asyncssh
+        import_asyncssh(sys.argv[1:])
+        import asyncssh.crypto.pq
+        print(sorted(set(asked) & {"oqs", "liboqs"}), asyncssh.crypto.pq.mlkem_available)
+        """
+    )
+    plain = tmp_path / "plain_config"
+    plain.write_text("Host *\n  ServerAliveInterval 10\n")
+    pq = tmp_path / "pq_config"
+    pq.write_text("Host *\n  KexAlgorithms sntrup761x25519-sha512@openssh.com\n")
+    runs = {name: subprocess.run([sys.executable, "-c", program, str(path)], capture_output=True,
+                                 text=True, timeout=120) for name, path in (("plain", plain), ("pq", pq))}
+    assert all(r.returncode == 0 for r in runs.values()), {k: r.stderr for k, r in runs.items()}
+    assert runs["plain"].stdout.split("]")[0] == "["
+    assert "oqs" in runs["pq"].stdout
+    # ML-KEM does not come from liboqs: it stays available either way when cryptography has it.
+    assert runs["plain"].stdout.split()[-1] == runs["pq"].stdout.split()[-1]
+
+
+def test_local_check_does_not_import_asyncssh() -> None:
+    """`check local` never loads asyncssh (~150 ms of imports)."""
+    program = textwrap.dedent(
+        """
+        import sys
+        from click.testing import CliRunner
+        from envdoctor.cli import cli
+
+        result = CliRunner().invoke(cli, ["check", "local", "--only", "host.python", "--format", "json"])
+        assert result.exit_code in (0, 1), result.output
+        print("asyncssh" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -1,0 +1,69 @@
+"""A simulated fleet on loopback: one asyncssh server process answering as many hosts.
+
+Every SSH connection is a "host". The server does the SSH work a real sshd does (key
+exchange, host key, public-key authentication, one session per command) and answers every
+command by reading its standard input to the end (the probe program arrives there) and
+writing a recorded answer: the output of the real probe on this machine. So the controller
+does all of its real work (resolution, connection, host-key check, parsing, checks, report)
+while the hosts cost almost nothing, and a 2-core machine can stand in for 1,000 hosts.
+
+    python bench/sim_fleet.py --port 22001 --host-key KEY --answer ANSWER_FILE
+
+It prints ``ready PORT`` once listening and serves until killed. It accepts any user and any
+public key: it is a benchmark stand-in bound to 127.0.0.1, never a server to expose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import asyncssh
+
+
+class AnyKeyServer(asyncssh.SSHServer):
+    def begin_auth(self, username: str) -> bool:
+        return True  # authentication is required, as on a real host
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return True  # the signature is still verified by asyncssh: the client does the real work
+
+
+async def serve(port: int, host_key: Path, answer: bytes) -> None:
+    async def handle(process: asyncssh.SSHServerProcess) -> None:
+        try:
+            await process.stdin.read()
+            process.stdout.write(answer)
+            await process.stdout.drain()
+        except (asyncssh.Error, ConnectionError):
+            pass
+        process.exit(0)
+
+    server = await asyncssh.create_server(
+        AnyKeyServer, "127.0.0.1", port, server_host_keys=[str(host_key)],
+        process_factory=handle, encoding=None, backlog=1024,
+    )
+    print(f"ready {port}", flush=True)
+    async with server:
+        await server.wait_closed()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host-key", type=Path, required=True)
+    parser.add_argument("--answer", type=Path, required=True)
+    args = parser.parse_args()
+    try:
+        asyncio.run(serve(args.port, args.host_key, args.answer.read_bytes()))
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
