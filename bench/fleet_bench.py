@@ -1,8 +1,10 @@
 """Fleet benchmark for `envdoctor check` (issue 2): 1 and 32 host aliases on one local sshd.
 
 Measures, in one run: wall time and controller CPU time of `envdoctor check`; SSH
-connections and sessions per host (from sshd's VERBOSE log); and the same facts gathered
-the way a person does by hand (one `ssh` per fact, host after host).
+connections and sessions per host (from sshd's VERBOSE log); the same facts gathered
+the way a person does by hand (one `ssh` per fact, host after host); and the cost of
+resolving destinations (issue 10: `ssh -G` per host, and the built-in parser) at 32 and
+128 hosts.
 
     python bench/fleet_bench.py [--hosts 1,32] [--repeat 3]
 """
@@ -53,6 +55,34 @@ def count_log(log: Path, start: int) -> tuple[int, int]:
     return connections, sessions
 
 
+def cpu_now() -> float:
+    """CPU seconds of this process and of its waited-for children (the ssh -G processes)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def resolver_cost(server, root: Path, counts: list[int]) -> list[tuple[str, int, float, float]]:
+    """Resolving N aliases of one config up front, as `check` does before connecting: with
+    `ssh -G` (one process per host, 16 at a time) and with the built-in parser."""
+    import asyncio
+
+    from envdoctor.transport.openssh import HostResolver
+
+    config = server.write_alias_config([f"res{i:03d}" for i in range(max(counts))], path=root / "resolver_config")
+    results = []
+    for label, ssh in (("ssh -G", ""), ("built-in", None)):
+        for n in counts:
+            resolver = HostResolver(str(config), ssh=ssh)
+
+            async def every(resolver=resolver, n=n) -> None:
+                await asyncio.gather(*(resolver.plan(f"res{i:03d}") for i in range(n)))
+
+            cpu0, t0 = cpu_now(), time.perf_counter()
+            asyncio.run(every())
+            results.append((label, n, time.perf_counter() - t0, cpu_now() - cpu0))
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", default="1,32")
@@ -92,6 +122,7 @@ def main() -> None:
                 hand_walls.append(time.perf_counter() - t0)
             wall, cpu, hand = statistics.median(walls), statistics.median(cpus), statistics.median(hand_walls)
             rows.append((n, wall, cpu, cpu / n, conns / n, sessions / n, hand, hand / wall))
+        resolver_rows = resolver_cost(server, root, [32, 128])
     finally:
         server.stop()
 
@@ -104,6 +135,13 @@ def main() -> None:
         (n1, _, c1, *_), (n2, _, c2, *_) = rows[0], rows[-1]
         print(f"marginal controller CPU per extra host: {(c2 - c1) / (n2 - n1) * 1000:.1f} ms "
               "(process start-up and imports are paid once per run)")
+    print_resolver_rows(resolver_rows)
+
+
+def print_resolver_rows(rows: list[tuple[str, int, float, float]]) -> None:
+    print(f"\n{'resolver':>9} {'hosts':>5} {'wall s':>8} {'CPU s':>7} {'CPU/host ms':>12} {'wall/host ms':>13}")
+    for label, n, wall, cpu in rows:
+        print(f"{label:>9} {n:>5} {wall:>8.3f} {cpu:>7.3f} {cpu / n * 1000:>12.2f} {wall / n * 1000:>13.2f}")
 
 
 if __name__ == "__main__":

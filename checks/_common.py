@@ -8,6 +8,17 @@ from envdoctor.facts import Environment, ProgramOnPath
 from envdoctor.graph import CheckContext
 
 
+#: Why an install into the job's interpreter is only shown when the user named none.
+NOT_CHOSEN = ("fix installs only into an interpreter you chose: pass --venv, set venv in envdoctor.toml, "
+              "or run from an active virtualenv")
+
+
+def chosen_venv(ctx: CheckContext) -> bool:
+    """Whether the user named the job's environment (--venv, venv in envdoctor.toml, or the
+    active $VIRTUAL_ENV of a local run): fix changes no other interpreter."""
+    return bool(ctx.spec.venv)
+
+
 def target_env(ctx: CheckContext) -> Environment | None:
     """The configured venv, or else the interpreter a bare `python3` reaches."""
     if ctx.spec.venv:
@@ -25,10 +36,17 @@ def target_python(ctx: CheckContext) -> str:
     return env.executable or env.python
 
 
+def same_interpreter(path: str, env: Environment) -> bool:
+    """Whether an interpreter path is the environment's: in its bin folder (folders compared
+    with symlinks resolved, the file itself not: a venv's bin/python links to its base)."""
+    if not path:
+        return False
+    folder = os.path.realpath(os.path.dirname(path))
+    if folder == os.path.realpath(os.path.join(env.prefix, "bin")):
+        return True
+    return bool(env.executable) and folder == os.path.realpath(os.path.dirname(env.executable))
+
+
 def belongs_to(program: ProgramOnPath, env: Environment, path: str | None = None) -> bool:
-    """Whether a program (or the interpreter it names) lives in the environment's bin folder."""
-    bin_dir = os.path.normpath(os.path.join(env.prefix, "bin"))
-    candidates = [path] if path else [program.path, program.realpath]
-    return any(c and os.path.normpath(os.path.dirname(c)) == bin_dir for c in candidates) or (
-        bool(env.executable) and any(c == env.executable for c in candidates)
-    )
+    """Whether a program (or the interpreter it names), shims followed, is the environment's."""
+    return same_interpreter(path or program.runs, env)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
 
@@ -58,16 +60,56 @@ def python_runs(ctx: CheckContext) -> CheckResult:
     why="serving and training jobs need the driver to answer; a driver/library mismatch fails every job",
 )
 def gpus(ctx: CheckContext) -> CheckResult:
-    facts = ctx.facts
+    """Informational unless the host is expected to have GPUs (``gpus = N``, ``--gpus N``):
+    then a missing driver, a failing nvidia-smi or fewer GPUs than expected fail."""
+    facts, expected = ctx.facts, ctx.spec.gpus or 0
+    driver = Remedy(summary="check the NVIDIA driver (a reboot after a driver upgrade often fixes a version mismatch)",
+                    automatic=False)
+    wanted = f"; {expected} GPU(s) expected" if expected else ""
     if not facts.nvidia_smi:
-        return skipped("no nvidia-smi on PATH: no NVIDIA driver on this host")
+        text = "no nvidia-smi on PATH: no NVIDIA driver on this host"
+        if expected:
+            return failed(text + wanted, remedy=driver, expected=expected, found=0)
+        return skipped(text)
     if facts.gpu_error or not facts.gpus:
-        return failed(
-            f"{facts.nvidia_smi} -L failed: {facts.gpu_error or 'no GPU listed'}",
-            remedy=Remedy(summary="check the NVIDIA driver (a reboot after a driver upgrade often fixes a version mismatch)", automatic=False),
-        )
+        text = f"{facts.nvidia_smi} -L failed: {facts.gpu_error or 'no GPU listed'}"
+        if expected:
+            return failed(text + wanted, remedy=driver, expected=expected, found=len(facts.gpus))
+        return warned(text + " (no GPU count expected: pass --gpus N or set gpus in envdoctor.toml to gate on it)",
+                      remedy=driver)
     names = sorted(set(g.split(":", 1)[-1].split("(UUID")[0].strip() for g in facts.gpus))
-    return passed(f"{len(facts.gpus)} GPU(s): {', '.join(names)}", gpus=list(facts.gpus))
+    text = f"{len(facts.gpus)} GPU(s): {', '.join(names)}"
+    if len(facts.gpus) < expected:
+        return failed(f"only {text}{wanted}", remedy=driver, gpus=list(facts.gpus), expected=expected)
+    return passed(text + (f" ({expected} expected)" if expected else ""), gpus=list(facts.gpus),
+                  **({"expected": expected} if expected else {}))
+
+
+@dataclass
+class Filesystem:
+    mount: str
+    free: int
+    total: int
+    #: What of the job lives there: "venv /root/venv", "model /models/K", "home".
+    holds: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return f"{self.mount} ({', '.join(self.holds)}): {self.free / GIB:.1f} GiB free of {self.total / GIB:.0f}"
+
+
+def filesystems(ctx: CheckContext) -> list[Filesystem]:
+    """The filesystems the job uses (home, venv, each model), once each, by mount point."""
+    roles = {path: "home" for path in ctx.facts.disk}
+    if ctx.spec.venv:
+        roles[ctx.spec.venv] = f"venv {ctx.spec.venv}"
+    for model in ctx.spec.models:
+        roles[model] = f"model {model}"
+    by_mount: dict[str, Filesystem] = {}
+    for path, usage in ctx.facts.disk.items():
+        mount = str(usage.get("mount") or path)
+        fs = by_mount.setdefault(mount, Filesystem(mount, int(usage["free"]), int(usage["total"])))
+        fs.holds.append(roles.get(path, path))
+    return sorted(by_mount.values(), key=lambda fs: fs.mount)
 
 
 @check(
@@ -80,11 +122,14 @@ def gpus(ctx: CheckContext) -> CheckResult:
 def disk(ctx: CheckContext) -> CheckResult:
     if not ctx.facts.disk:
         return skipped("the probe reported no disk usage")
-    lowest_path, lowest = min(ctx.facts.disk.items(), key=lambda item: item[1]["free"])
-    free = lowest["free"]
-    text = f"{free / GIB:.1f} GiB free at {lowest_path}"
-    if free < DISK_FAIL_BYTES:
-        return failed(text, remedy=Remedy(summary=f"free space on the filesystem of {lowest_path}", automatic=False))
-    if free < DISK_WARN_BYTES:
-        return warned(text)
-    return passed(text, disk={k: dict(v) for k, v in ctx.facts.disk.items()})
+    found = filesystems(ctx)
+    lowest = min(found, key=lambda fs: fs.free)
+    text = "; ".join(fs.describe() for fs in found)
+    details = {"filesystems": [{"mount": fs.mount, "free": fs.free, "total": fs.total, "holds": fs.holds}
+                               for fs in found]}
+    if lowest.free < DISK_FAIL_BYTES:
+        return failed(text, remedy=Remedy(summary=f"free space on the filesystem mounted on {lowest.mount}",
+                                          automatic=False), **details)
+    if lowest.free < DISK_WARN_BYTES:
+        return warned(text, **details)
+    return passed(text, **details)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from envdoctor.facts import ProgramOnPath
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, warned
 
 from envdoctor.checks._common import belongs_to, target_env, target_python
-from envdoctor.checks.packages import unmet_requirements
+from envdoctor.env_choice import job_needs, meets, rank, same_prefix
 
 
 @check(
@@ -21,6 +22,10 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
     if ctx.spec.venv:
         env = facts.env_at(ctx.spec.venv)
         found = [e.prefix for e in facts.envs if e.prefix not in facts.configured_envs]
+        if env is not None and env.not_a_venv:  # a file, or a folder that is no environment: say exactly that
+            return failed(f"the venv {env.not_a_venv}", remedy=Remedy(
+                summary="pass --venv the folder of the job's virtualenv (the one holding pyvenv.cfg and bin/python)",
+                automatic=False), discovered=found)
         if env is None or not env.exists:
             hint = f"; environments found on the host: {', '.join(found)}" if found else ""
             return failed(
@@ -39,28 +44,36 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
         return passed(f"{env.python} runs (Python {env.version})", python=env.python, version=env.version)
 
     default = facts.default_env
+    needs = job_needs(ctx.spec, facts, ctx.spec.stage_commands)
+    others = [e for e in facts.envs if not (default and same_prefix(e.prefix, default.prefix))]
+    ranked = rank(others, needs)
+    best = ranked[0] if ranked and (ranked[0].met or ranked[0].stack) else None
+    useful = [c for c in ranked if c.met or c.stack][:5]
+    advice = {"candidates": [c.describe() for c in useful]} if useful else {}
     if default is None:
         return failed(
-            "no `python3` on PATH for a non-interactive SSH command, and no --venv given",
-            remedy=Remedy(summary="pass --venv with the job's virtualenv", automatic=False),
+            "no `python3` on PATH for a non-interactive SSH command, and no --venv given"
+            + (f"; {best.describe()}" if best else ""),
+            remedy=Remedy(summary=best.describe() if best else "pass --venv with the job's virtualenv", automatic=False),
+            **advice,
         )
     if not default.runs:
-        return failed(f"`python3` on PATH ({default.python}) does not run: {default.error}")
-    missing = unmet_requirements(default, ctx.spec.requires)
-    if missing:
-        better = [e.prefix for e in facts.envs if e.runs and not unmet_requirements(e, ctx.spec.requires)]
-        if better:
-            names = ", ".join(sorted(m.name for m, _ in missing))
-            return failed(
-                f"`python3` on PATH ({default.executable}) lacks {names}; "
-                f"{better[0]} has everything required",
-                why="a non-interactive SSH command runs the default interpreter, not the venv you use interactively",
-                remedy=Remedy(summary=f"pass --venv {better[0]} (or set venv in envdoctor.toml)", automatic=False),
-                candidates=better,
-            )
+        return failed(f"`python3` on PATH ({default.python}) does not run: {default.error}"
+                      + (f"; {best.describe()}" if best else ""), **advice)
+    lacking = [n for n in needs if not meets(default, n)]
+    if lacking and best is not None and len(best.met) > len(needs) - len(lacking):
+        names = ", ".join(dict.fromkeys(n.name for n in lacking))
+        return failed(
+            f"no venv chosen, and `python3` on PATH ({default.executable}) lacks {names}; {best.describe()}",
+            why="a non-interactive SSH command runs the default interpreter, not the venv you use interactively; "
+                "fix installs nothing into an interpreter you did not choose",
+            remedy=Remedy(summary=f"{best.describe()} (or set venv in envdoctor.toml)", automatic=False),
+            **advice,
+        )
+    note = f"; also found: {best.describe()}" if best is not None and lacking else ""
     return passed(
-        f"no venv given; using `python3` on PATH: {default.executable} (Python {default.version})",
-        python=default.executable,
+        f"no venv given; using `python3` on PATH: {default.executable} (Python {default.version}){note}",
+        python=default.executable, **advice,
     )
 
 
@@ -81,11 +94,23 @@ def pip_path(ctx: CheckContext) -> CheckResult:
     python3 = on_path.get("python3")
     problems = []
     if python3 is not None and not belongs_to(python3, env):
-        problems.append(f"`python3` is {python3.path}, not {python}")
+        problems.append(f"`python3` is {_shown(python3)}, not {python}")
     if pip is None:
         problems.append("there is no `pip` on PATH")
-    elif not belongs_to(pip, env, pip.interpreter):
-        problems.append(f"`pip` is {pip.path}, which installs for {pip.interpreter or 'another interpreter'}")
+    elif not belongs_to(pip, env, pip.interpreter or pip.runs):
+        problems.append(f"`pip` is {_shown(pip)}, which installs for {pip.interpreter or 'another interpreter'}")
     if problems:
         return warned("in a non-interactive SSH command " + "; ".join(problems), remedy=remedy)
-    return passed(f"`python3` and `pip` on PATH are {env.prefix}'s")
+    shims = [p for p in (python3, pip) if p is not None and p.via]
+    through = f" (through {'; '.join(f'{p.path} -> {p.runs}' for p in shims)})" if shims else ""
+    return passed(f"`python3` and `pip` on PATH are {env.prefix}'s{through}",
+                  python3=python3.runs if python3 else None, pip_interpreter=pip.interpreter if pip else None)
+
+
+def _shown(program: ProgramOnPath) -> str:
+    """A program on PATH and, when a shim or wrapper stands in between, what it really runs."""
+    if program.error:
+        return f"{program.path} ({program.error})"
+    if program.resolved and program.resolved != program.path:
+        return f"{program.path} (runs {program.resolved}: {'; '.join(program.via)})"
+    return program.path

@@ -28,6 +28,9 @@ from envdoctor.checks.packages import install_remedy
 #: How transformers names the packages a model's code imports but the venv lacks.
 MISSING_PACKAGES = re.compile(r"packages that were not found in your environment: ([\w.\-]+(?:, [\w.\-]+)*)")
 NO_MODELS = "no model directories given (use --model DIR or models in envdoctor.toml)"
+#: Files from which transformers can build a tokenizer (with or without the model's code).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model", "tokenizer_config.json", "tekken.json",
+                   "vocab.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 _SEVERITY = {Status.PASS: 0, Status.SKIPPED: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3}
 
 
@@ -48,6 +51,16 @@ def per_model(ctx: CheckContext, judge: Callable[[ModelFacts], CheckResult]) -> 
     return CheckResult("", worst.status, message, why=worst.why, remedy=worst.remedy, details=details)
 
 
+def folder_contents(model: ModelFacts) -> str:
+    """What the folder has instead, so that a wrong path is recognised at a glance."""
+    if model.error:
+        return ""
+    if not model.listing:
+        return " (the folder is empty)"
+    shown = ", ".join(model.listing[:8]) + (", ..." if len(model.listing) > 8 else "")
+    return f" (it has: {shown})"
+
+
 @check(
     "model.config",
     facts=("models",),
@@ -60,7 +73,7 @@ def model_config(ctx: CheckContext) -> CheckResult:
         try:
             arch = model.architecture()
         except ModelConfigError as exc:
-            return failed(str(exc), path=model.path)
+            return failed(str(exc) + folder_contents(model), path=model.path)
         absent = [n for n in REQUIRED_ARCH_FIELDS if arch.get(n) is None]
         where = f" (looked at the top level and {arch.nested_in})" if arch.nested_in else ""
         if absent:
@@ -94,7 +107,10 @@ def code_imports(ctx: CheckContext) -> CheckResult:
             names = sorted({m.distribution for m in report.missing})
             problems += [f"{m.ref.file}:{m.ref.line} imports {m.ref.module}, which {env.prefix} lacks (install {m.distribution})"
                          for m in report.missing]
-            remedy = install_remedy(ctx, names)
+            # The names come from the model's own code, which anyone who publishes a model
+            # writes: installing them (an sdist build, a .pth) runs code, so only with consent.
+            remedy = install_remedy(ctx, names, by_hand="" if ctx.spec.trust_remote_code else
+                                    "these names come from the model's code; --trust-remote-code lets fix install them")
         for gone in report.gone:
             problems.append(
                 f"{gone.ref.file}:{gone.ref.line} imports {gone.name} from {gone.ref.module}, which "
@@ -109,9 +125,14 @@ def code_imports(ctx: CheckContext) -> CheckResult:
                 )
         for ref in report.missing_files:
             problems.append(f"{ref.file}:{ref.line} imports .{ref.module}, which is not in {model.path}")
-        missing_code = [c.name for c in model.code if c.error]
-        problems += [f"auto_map names {name}, which {model.path} lacks" for name in missing_code]
-        problems += [e for e in report.errors if not any(e.startswith(n + ":") for n in missing_code)]
+        missing_code = [c.name for c in model.code if c.error == "missing"]
+        problems += [f"the model folder lacks {name}, which auto_map names" for name in missing_code]
+        problems += [f"{c.name}: {c.error}" for c in model.code if c.error and c.error != "missing"]
+        if missing_code and remedy is None:
+            remedy = Remedy(summary=f"the model folder lacks {', '.join(missing_code)}, which auto_map names: copy the "
+                                    "model's code files from its source (or waive this check with --skip model.code-imports)",
+                            automatic=False)
+        problems += [e for e in report.errors if not any(e.startswith(c.name + ":") for c in model.code if c.error)]
         if problems:
             return failed("; ".join(problems), remedy=remedy, files=files,
                           missing=[m.distribution for m in report.missing])
@@ -139,6 +160,12 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
             return failed(f"{model.path}: {model.error}")
         if "tokenizer_config.json" in model.json_errors:
             return failed(model.json_errors["tokenizer_config.json"])
+        if not any(name in model.listing for name in TOKENIZER_FILES):
+            return failed(f"{model.path} has no tokenizer files ({', '.join(TOKENIZER_FILES[:4])}, ...): "
+                          f"AutoTokenizer cannot load it{folder_contents(model)}")
+        reduced_error = (model.tokenizer_json or {}).get("error")
+        if reduced_error and not model.remote_tokenizer:
+            return failed(str(reduced_error))
         tok = model.static_tokenizer()
         problems = []
         ranks = model.ranks
@@ -243,8 +270,8 @@ def tokenizer_live(ctx: CheckContext) -> CheckResult:
 )
 def mask_token(ctx: CheckContext) -> CheckResult:
     def judge(model: ModelFacts) -> CheckResult:
-        if model.error or "tokenizer_config.json" not in model.json_files:
-            return skipped(f"no readable tokenizer_config.json in {model.path}")
+        if model.error or ("tokenizer_config.json" not in model.json_files and not model.tokenizer_json):
+            return skipped(f"no readable tokenizer_config.json or tokenizer.json in {model.path}")
         try:
             vocab = model.architecture().get("vocab_size")
         except ModelConfigError:
@@ -253,8 +280,12 @@ def mask_token(ctx: CheckContext) -> CheckResult:
         details = {"mask_token_id_candidate": choice.token_id, "source": choice.source}
         if choice.source == "tokenizer":
             return passed(f"mask token {choice.token} ({choice.token_id})", **details)
-        if choice.source == "reserved":
+        details.update(candidates=choice.count, reserved_candidates=choice.reserved, unnamed_candidates=choice.unnamed)
+        if choice.source in ("reserved", "unnamed"):
             return warned(f"{choice.message}: use mask_token_id {choice.token_id} (envdoctor facts reports it)", **details)
+        if not ctx.spec.draft:  # only drafter training needs one: inform, never fail a serving job
+            return passed(f"{choice.message} (matters only to drafter training: --draft or a drafter stage)",
+                          drafter_only=True, **details)
         return failed(choice.message, remedy=Remedy(
             summary="add a mask token to the tokenizer and resize the embeddings before training", automatic=False),
             **details)

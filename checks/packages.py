@@ -5,16 +5,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.facts import Distribution, Environment
 from envdoctor.graph import CheckContext, check
+from envdoctor.pip_plan import plan_from_distributions
+from envdoctor.pip_remedy import install_payload
 from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
 
-from envdoctor.checks._common import target_env, target_python
+from envdoctor.checks._common import NOT_CHOSEN, chosen_venv, target_env, target_python
+from envdoctor.checks._consistency import check_environment, summary_lines, wanted_requirements
 
 
 @functools.lru_cache(maxsize=16384)
@@ -68,10 +70,25 @@ def unmet_requirements(
     return unmet
 
 
-def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True) -> Remedy:
+def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True, by_hand: str = "") -> Remedy:
+    """``<python> -m pip install REQS`` with the job's absolute interpreter. fix runs it only into
+    an interpreter the user chose, and only after pip's own plan shows it breaks nothing
+    (envdoctor.pip_remedy); ``by_hand`` says why it is only shown."""
     reqs = list(dict.fromkeys(requirements))
     argv = (target_python(ctx), "-m", "pip", "install", *ctx.settings.pip_args(), *reqs)
-    return Remedy(summary=f"install {', '.join(reqs)} with the environment's own pip", argv=argv, automatic=automatic)
+    summary = f"install {', '.join(reqs)} with the environment's own pip"
+    if not chosen_venv(ctx):
+        by_hand = by_hand or NOT_CHOSEN
+    if by_hand:
+        summary += f" (shown only: {by_hand})"
+        automatic = False
+    env = target_env(ctx)
+    payload = {}
+    if env is not None:
+        pip = env.installed.get("pip")
+        payload = install_payload(env.prefix, pip.version if pip else None,
+                                  plan_from_distributions(env.installed.values()), dict(env.markers))
+    return Remedy(summary=summary, argv=argv, automatic=automatic, payload=payload)
 
 
 @check(
@@ -102,25 +119,6 @@ def required(ctx: CheckContext) -> CheckResult:
     )
 
 
-def _broken_dependencies(env: Environment) -> dict[str, list[tuple[str, str]]]:
-    """pip check, on the controller: each name that is missing or at a wrong version, with
-    who requires it and with which specifier."""
-    broken: dict[str, list[tuple[str, str]]] = {}
-    for dist in sorted(env.installed.values(), key=lambda d: d.key):
-        for text in dist.requires:
-            try:
-                req = parse(text)
-            except InvalidRequirement:
-                continue  # a malformed Requires-Dist is the package's problem, not the host's
-            if not applies(text, env.markers):
-                continue
-            have = env.installed.get(canonicalize_name(req.name))
-            if have is None or not satisfied_by(req, have):
-                name = have.name if have else req.name
-                broken.setdefault(name, []).append((f"{dist.name} {dist.version}", str(req.specifier)))
-    return broken
-
-
 @check(
     "packages.consistent",
     facts=(),
@@ -133,27 +131,21 @@ def consistent(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
     if not env.markers:
         return skipped(f"{env.python} did not report its platform, so markers cannot be evaluated")
-    broken = _broken_dependencies(env)
-    if not broken:
-        return passed(f"{len(env.installed)} distributions, all requirements met")
-    parts, wanted, missing, conflicts = [], [], [], {}
-    for name, wants in sorted(broken.items()):
-        have = env.installed.get(canonicalize_name(name))
-        if have is None:
-            who = ", ".join(w for w, _ in wants)
-            parts.append(f"{who} require{'s' if len(wants) == 1 else ''} {name}, which is not installed")
-            missing.append(name)
-        else:
-            parts += [f"{w} requires {name}{spec}, but {have.version} is installed" for w, spec in wants]
-            conflicts[name] = [[w, spec] for w, spec in wants]
-        wanted.append(f"{name}{SpecifierSet(','.join(spec for _, spec in wants if spec))}")
+    found = check_environment(env)
+    details = {
+        "pip_check": {"ok": found.pip_ok, "lines": found.pip_lines(),
+                      "missing": [u.to_json() for u in found.missing],
+                      "conflicts": [u.to_json() for u in found.conflicts],
+                      "parse_errors": [e.to_json() for e in found.parse_errors]},
+        "extras": [u.to_json() for u in found.extras],
+        "duplicates": [d.to_json() for d in found.duplicates],
+    }
+    message = "\n".join(summary_lines(found, len(env.installed)))
+    if found.ok:
+        return passed(message, **details)
     # Never applied by fix on its own: installing a library's missing dependency (often torch)
     # lets pip re-resolve versions other packages rely on. Name it with --require to have
     # fix install it.
-    remedy = install_remedy(ctx, wanted, automatic=False)
-    return failed(
-        "; ".join(parts),
-        remedy=remedy,
-        missing=sorted(missing),
-        conflicts={k: [list(w) for w in v] for k, v in conflicts.items()},
-    )
+    wanted = sorted(wanted_requirements(found.missing + found.conflicts + found.extras))
+    remedy = install_remedy(ctx, wanted, automatic=False) if wanted else None
+    return failed(message, remedy=remedy, missing=sorted({u.name for u in found.missing}), **details)

@@ -16,11 +16,13 @@ from envdoctor.patching import (
     CONFLICT,
     NOT_APPLICABLE,
     PENDING,
+    REFUSED,
     Patch,
     PatchFiles,
     FileChange,
     PatchPlan,
     TransformMismatch,
+    UndeclaredChange,
     changes_remedy,
     load_patches,
     patch_remedy,
@@ -65,6 +67,9 @@ def result_for(plan: PatchPlan, env: Environment, *, consent: bool) -> CheckResu
         return passed(f"not needed: {plan.message}", **details)
     if plan.state == CONFLICT:
         return failed(f"conflict: {plan.message}", remedy=reinstall_remedy(plan, env), **details)
+    if plan.state == REFUSED:
+        # The patch itself is at fault (it changes what it does not declare): no remedy.
+        return errored(plan.message, diff=plan.diff, **details)
     assert plan.state == PENDING
     remedy = patch_remedy(plan, env, consent=consent)
     if plan.diff:
@@ -100,33 +105,44 @@ def _covered(env: Environment, patches: Iterable[Patch]) -> set[tuple[str, str]]
 
 
 def trust_remote_code_remedy(
-    ctx: CheckContext, items: Iterable[Mapping[str, Any]], gaps: Iterable[Any]
+    ctx: CheckContext, items: Iterable[Mapping[str, Any]], gaps: Iterable[Any],
+    exports: Mapping[str, Any] | None = None, refused: list[UndeclaredChange] | None = None,
 ) -> Remedy | None:
     """The generic patch for the scanner's ``missing`` sites in installed files, or None.
 
     ``items`` are the files the ``sources`` probe section shipped; ``gaps`` the sites found in
-    them (anything with ``.distribution`` and ``.site.path/.line/.state``). A file that a
-    dedicated patch owns (speculators' generator) is left to it, so the two never collide;
-    a call with ``**kwargs`` is never patched. Automatic only with the user's consent.
+    them (anything with ``.distribution`` and ``.site.path/.line/.column/.callee/.state``);
+    ``exports`` the re-export table of each distribution (canonical name -> ExportTable) the
+    scanner used. Each call is named by line, column and callee, and the new text is proven
+    to add exactly one keyword per named call (a file whose patch would change anything else
+    is left alone and appended to ``refused``). A file that a dedicated patch owns
+    (speculators' generator) is left to it, so the two never collide; a call with
+    ``**kwargs`` is never patched. Automatic only with the user's consent.
     """
     env = target_env(ctx)
     if env is None:
         return None
-    lines: dict[tuple[str, str], set[int]] = {}
+    sites: dict[tuple[str, str], set[tuple[int, int, str]]] = {}
     for gap in gaps:
         if gap.site.state == "missing":
-            lines.setdefault((canonicalize_name(gap.distribution), gap.site.path), set()).add(gap.site.line)
+            sites.setdefault((canonicalize_name(gap.distribution), gap.site.path), set()).add(
+                (gap.site.line, gap.site.column, gap.site.callee))
     covered = _covered(env, load_patches(ctx.spec.patches).patches)
     changes = []
     for item in items:
         key = (canonicalize_name(str(item.get("distribution", ""))), str(item.get("path", "")))
-        if key not in lines or key in covered:
+        if key not in sites or key in covered:
             continue
         data = base64.b64decode(str(item["data"]))
-        patch = trust_remote_code.for_file(str(item["distribution"]), str(item.get("version", "")), key[1], lines[key])
+        patch = trust_remote_code.for_file(str(item["distribution"]), str(item.get("version", "")), key[1],
+                                           sites[key], (exports or {}).get(key[0]))
         try:
-            new = transform_source(patch, data)
+            new = transform_source(patch, data, key[1])
         except TransformMismatch:
+            continue
+        except UndeclaredChange as exc:
+            if refused is not None:
+                refused.append(exc)
             continue
         if new is None:
             continue

@@ -1,8 +1,10 @@
 """Do the installed libraries load models with trust_remote_code=True?
 
 The probe section ``sources`` ships the files of the libraries that depend on transformers,
-vllm or sglang (and those named with ``--scan``) that pass the byte filter; here they are
-parsed and every model-loading call is classified.
+vllm or sglang (under any extra), or import them, and those named with ``--scan``, that
+pass the byte filter; here they are parsed and every model-loading call is classified.
+Files that only import a loader name travel too (``exports_only``): what they bind is
+followed when another module of the same distribution imports it from them.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from envdoctor.graph import CheckContext, check
-from envdoctor.results import CheckResult, failed, passed, skipped, warned
-from envdoctor.scan import ScanError, Site, package_of_relative_path, scan_source
+from envdoctor.results import CheckResult, Status, errored, failed, passed, skipped, warned
+from envdoctor.scan import ExportTable, ScanError, Site, module_of_relative_path, package_of_relative_path, scan_source
+from envdoctor.scan_exports import exports_of_source
 
 from envdoctor.checks.patches import trust_remote_code_remedy
 
@@ -39,18 +44,40 @@ class InstalledSite:
                 "site_packages": self.site_packages}
 
 
-def scan_items(items: Iterable[Mapping[str, Any]]) -> tuple[list[InstalledSite], list[ScanError]]:
+def export_tables(items: Iterable[Mapping[str, Any]]) -> dict[str, ExportTable]:
+    """Each distribution's re-exports (canonical name -> table), from every file shipped for it."""
+    modules: dict[str, dict[str, dict[str, str]]] = {}
+    for item in items:
+        try:
+            data = base64.b64decode(str(item.get("data", "")), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        module, package = module_of_relative_path(str(item.get("path", "")))
+        exports = _exports_cached(data, module, package)
+        if exports:
+            modules.setdefault(canonicalize_name(str(item.get("distribution", ""))), {})[module] = dict(exports)
+    return {dist: ExportTable.build(table) for dist, table in modules.items()}
+
+
+def scan_items(
+    items: Iterable[Mapping[str, Any]], exports: Mapping[str, ExportTable] | None = None
+) -> tuple[list[InstalledSite], list[ScanError]]:
     """Parse the files the probe shipped; pure, so the same items always give the same sites."""
+    items = list(items)
+    tables = export_tables(items) if exports is None else exports
     sites: list[InstalledSite] = []
     errors: list[ScanError] = []
     for item in items:
+        if item.get("exports_only"):
+            continue
         path = str(item.get("path", "?"))
         try:
             data = base64.b64decode(str(item.get("data", "")), validate=True)
         except (binascii.Error, ValueError):
             errors.append(ScanError(path, "the probe sent unreadable contents"))
             continue
-        found, error = _scan_cached(data, path)
+        table = tables.get(canonicalize_name(str(item.get("distribution", ""))))
+        found, error = _scan_cached(data, path, table)
         if error is not None:
             errors.append(error)
         sites.extend(InstalledSite(s, str(item.get("distribution", "")), str(item.get("version", "")),
@@ -59,18 +86,37 @@ def scan_items(items: Iterable[Mapping[str, Any]]) -> tuple[list[InstalledSite],
 
 
 @functools.lru_cache(maxsize=4096)
-def _scan_cached(data: bytes, path: str) -> tuple[tuple[Site, ...], ScanError | None]:
+def _scan_cached(data: bytes, path: str, exports: ExportTable | None) -> tuple[tuple[Site, ...], ScanError | None]:
     # A fleet runs the same library on many hosts, and fix evaluates twice: parse each file once.
-    found, error = scan_source(data, path, package=package_of_relative_path(path))
+    found, error = scan_source(data, path, package=package_of_relative_path(path), exports=exports)
     return tuple(found), error
+
+
+@functools.lru_cache(maxsize=4096)
+def _exports_cached(data: bytes, module: str, package: str | None) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(exports_of_source(data, module, package).items()))
+
+
+def scan_names_not_installed(results_per_host: Iterable[Iterable[CheckResult]]) -> list[str]:
+    """``--scan`` names that no host where this check ran has installed: the user's input error."""
+    missing: set[str] | None = None
+    for results in results_per_host:
+        for result in results:
+            if result.id == CHECK_ID and result.status not in (Status.BLOCKED, Status.SKIPPED):
+                names = set(result.details.get("not_installed") or ())
+                missing = names if missing is None else missing & names
+    return sorted(missing or ())
 
 
 def _describe(site: InstalledSite) -> str:
     return f"{site.site.path}:{site.site.line} {site.site.callee} ({site.site.state})"
 
 
+CHECK_ID = "code.trust-remote-code"
+
+
 @check(
-    "code.trust-remote-code",
+    CHECK_ID,
     facts=("sources",),
     title="Installed libraries pass trust_remote_code",
     requires=["python.venv"],
@@ -84,7 +130,9 @@ def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
     summary = ctx.facts.section(SECTION)
     if summary is None:
         return skipped("the probe did not scan the installed libraries")
-    sites, errors = scan_items(ctx.facts.probe.items.get(SECTION, []))
+    items = ctx.facts.probe.items.get(SECTION, [])
+    exports = export_tables(items)
+    sites, errors = scan_items(items, exports)
     dists = summary.get("distributions") or []
     details: dict[str, Any] = {
         "distributions": [{k: d.get(k) for k in ("name", "version", "reason", "files", "matched", "error") if k in d}
@@ -99,6 +147,10 @@ def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
         details["not_installed"] = summary["not_found"]
     scanned = f"{sum(int(d.get('files', 0)) for d in dists)} files of {len(dists)} distribution(s)"
     gaps = [s for s in sites if s.site.is_gap]
+    if summary.get("not_found"):
+        names = ", ".join(summary["not_found"])
+        return errored(f"--scan {names}: not installed in {ctx.spec.venv or 'the default environment'} "
+                       "(name an installed distribution; `python -m pip list` shows them)", **details)
     if not dists:
         return passed("no installed library depends on transformers, vllm or sglang: nothing to scan", **details)
     if not gaps:
@@ -108,7 +160,12 @@ def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
     shown = "; ".join(_describe(s) for s in gaps[:SHOWN]) + (f"; and {len(gaps) - SHOWN} more" if len(gaps) > SHOWN else "")
     message = f"{len(gaps)} model-loading call(s) without trust_remote_code=True: {shown}"
     # The generic patch (patches/trust_remote_code.py); fix applies it only with consent.
-    remedy = trust_remote_code_remedy(ctx, ctx.facts.probe.items.get(SECTION, []), gaps)
+    refused: list[Any] = []
+    remedy = trust_remote_code_remedy(ctx, items, gaps, exports, refused)
+    if refused:
+        # Never expected: the generic patch would change more than one keyword per site.
+        details["refused_patches"] = [{"path": r.path, "problems": list(r.problems), "diff": r.diff} for r in refused]
+        message += f"; the patch for {len(refused)} file(s) was refused (it changed more than it declares)"
     if ctx.spec.trust_remote_code:
         return failed(message, remedy=remedy, **details)
     return warned(message + " (a failure for models that need remote code: --trust-remote-code)", remedy=remedy, **details)

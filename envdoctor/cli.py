@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from envdoctor import __version__
-from envdoctor.errors import EnvdoctorError, UsageError
+from envdoctor.errors import ConfigError, EnvdoctorError, UsageError
 from envdoctor.fleet import FleetReport, FleetSettings, run_fleet
 from envdoctor.graph import CheckGraph, RemedySettings, load_checks
 from envdoctor.inventory import (
@@ -23,15 +25,20 @@ from envdoctor.inventory import (
     Overrides,
     load_inventory,
     parse_requirement,
+    parse_waivers,
     resolve_hosts,
 )
-from envdoctor.logsafe import configure_logging
-from envdoctor.patching import load_patches, user_patches
+from envdoctor.logsafe import configure_logging, get_logger, redact_secret_values
+from envdoctor.patching import generic_patches, load_patches, user_patches
 from envdoctor.report import FORMATS, render
 from envdoctor.report.scan_report import SCAN_FORMATS
 from envdoctor.transport.target import SSHOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = get_logger("envdoctor.cli")
+#: Where the group keeps -v for its commands (click's Context.meta is shared down the chain).
+VERBOSE_KEY = "envdoctor.verbose"
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -48,6 +55,12 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        context = click.get_current_context(silent=True)
+        # Every command logs at -v what it was asked, so that -v is never silent (and without
+        # -v structlog is not even imported: start-up time).
+        if context is not None and context.meta.get(VERBOSE_KEY):
+            log.info("command", command=context.command_path,
+                     options={k: v for k, v in kwargs.items() if v not in (None, (), False)})
         try:
             return func(*args, **kwargs)
         except KeyboardInterrupt:
@@ -67,8 +80,8 @@ def handle_errors(func: F) -> F:
 def output_options(func: F) -> F:
     """--format and --output, which every command takes."""
     func = click.option(
-        "--output", "-o", "output", type=click.Path(dir_okay=False, writable=True),
-        help="Write the report to FILE instead of standard output.",
+        "--output", "-o", "output", type=click.Path(dir_okay=False, writable=True), callback=validate_output,
+        help="Write the report to FILE instead of standard output (its folder is created when missing).",
     )(func)
     func = click.option(
         "--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
@@ -99,19 +112,29 @@ def host_options(func: F) -> F:
                      help="Consent that the models' own code may run and that loader calls may be patched to pass the flag."),
         click.option("--scan", "scan", multiple=True, metavar="DIST",
                      help="Also scan this installed distribution for loader calls without trust_remote_code (repeatable)."),
-        click.option("--connect-timeout", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
-                     help="Seconds to wait for each host to accept the SSH connection."),
+        click.option("--connect-timeout", type=click.FloatRange(min=0.1), default=None,
+                     help="Seconds to wait for each host to accept the SSH connection "
+                          "[default: the SSH config's ConnectTimeout, else 15]."),
         click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
                      help="Deadline in seconds for all the work on one host."),
         click.option("--parallel", type=click.IntRange(min=1), default=64, show_default=True,
                      help="Hosts worked on at the same time."),
         click.option("--accept-new", is_flag=True,
                      help="Record the key of a host not yet in known_hosts (OpenSSH's accept-new); a changed key is still refused."),
+        click.option("--insecure-no-host-key-check", "insecure_no_host_key_check", is_flag=True,
+                     help="Honour 'StrictHostKeyChecking no' from the SSH config (unknown keys accepted, "
+                          "logged loudly); without it 'no' is treated as 'yes'. A changed key is still refused."),
         click.option("--checks", "check_files", multiple=True, type=click.Path(dir_okay=False),
                      help="A Python file with checks of your own (repeatable)."),
         PATCHES_OPTION,
         click.option("--only", "only", multiple=True, metavar="CHECK",
                      help="Run only this check and those it requires (repeatable)."),
+        click.option("--skip", "skip", multiple=True, metavar="CHECK[=REASON]",
+                     help="Waive a check: it still runs and is reported as waived, never failing the run (repeatable)."),
+        click.option("--gpus", "gpus", type=click.IntRange(min=0), metavar="N",
+                     help="GPUs every host must have: host.gpu fails without a driver or with fewer."),
+        click.option("--draft", is_flag=True,
+                     help="The job trains a drafter: drafter-only checks (model.mask-token) fail instead of inform."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -130,6 +153,7 @@ class Selection:
 
 def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings(), **opts: Any) -> Selection:
     inventory = load_inventory(opts["config_path"])
+    _note_config(inventory)
     venv = opts["venv"]
     if venv is not None and not venv.startswith("/") and not venv.startswith("~"):
         raise UsageError(f"--venv {venv!r} must be an absolute path on the host", hint="e.g. --venv /root/venv_sglang211")
@@ -139,11 +163,17 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
         models=tuple(opts["models"]),
         trust_remote_code=opts["trust_remote_code"],
         scan=tuple(opts.get("scan", ())),
+        skip=parse_waivers(opts.get("skip", ()), where="--skip", default_reason="--skip on the command line"),
+        gpus=opts.get("gpus"),
+        draft=bool(opts.get("draft")),
     )
     ssh_config = (opts["ssh_config"],) if opts["ssh_config"] else ()
     if ssh_config and not Path(ssh_config[0]).is_file():
         raise UsageError(f"SSH config {ssh_config[0]} does not exist")
     specs = resolve_hosts(hosts, inventory, overrides, ssh_config_files=ssh_config)
+    active = os.environ.get("VIRTUAL_ENV", "")
+    if active.startswith("/"):  # the user's active virtualenv is their choice for this machine
+        specs = [replace(s, venv=active) if s.is_local and not s.venv else s for s in specs]
     graph = load_checks(Path(p) for p in opts["check_files"])
     patch_files = tuple(opts.get("patch_files", ()))
     if patch_files:
@@ -154,34 +184,116 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     only = tuple(opts["only"]) or None
     if only:
         graph.closure(only)  # unknown names are a usage error now, not a surprise per host
+    check_waivers(graph, overrides.skip, inventory)
     settings = FleetSettings(
-        ssh=SSHOptions(config_files=ssh_config, connect_timeout=opts["connect_timeout"], accept_new=opts["accept_new"]),
+        ssh=SSHOptions(config_files=ssh_config, connect_timeout=opts["connect_timeout"], accept_new=opts["accept_new"],
+                       allow_no_host_key_check=opts.get("insecure_no_host_key_check", False)),
         timeout=opts["timeout"],
         parallel=opts["parallel"],
         remedies=remedies,
         only=only,
     )
+    from envdoctor.transport.openssh import resolve_all  # ssh -G once per host, now: a bad SSH config is exit 2
+
+    resolve_all([spec.ssh for spec in specs if spec.ssh is not None], settings.ssh)
     return Selection(specs, inventory, settings, graph)
+
+
+def check_waivers(graph: CheckGraph, cli_skip: Sequence[tuple[str, str]], inventory: Inventory) -> None:
+    """A waiver of a check that does not exist is a typo that would hide nothing: exit 2."""
+    named = [(check_id, "--skip") for check_id, _ in cli_skip]
+    named += [(check_id, f"{inventory.path}: hosts.{host.name}.skip") for host in inventory.hosts.values()
+              for check_id, _ in host.skip]
+    named += [(check_id, f"{inventory.path}: stages.{stage.name}.skip") for stage in inventory.stages.values()
+              for check_id, _ in stage.skip]
+    for check_id, where in named:
+        if check_id not in graph.checks:
+            raise UsageError(f"{where}: no check named {check_id!r} to waive", hint="`envdoctor checks` lists them")
+
+
+def validate_output(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--output is checked before anything runs on a host: a report that cannot be written
+    must not be found out after a fix changed the host."""
+    if value is None or value == "-":
+        return value
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise click.BadParameter(f"{value} is a folder; give a file name inside it")
+    if path.exists():
+        if path.is_file() and not os.access(path, os.W_OK):
+            raise click.BadParameter(f"{value} is not writable")
+        return value
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the folders missing on the way are created when the report is written
+    if not folder.is_dir():
+        raise click.BadParameter(f"cannot create {value}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"cannot create {value}: the folder {folder} is not writable")
+    return value
 
 
 def write_report_atomically(path: Path, text: str) -> None:
     """A CI job or a prolog reads --output after we exit: Ctrl-C or a kill while writing must
     leave the previous report or the new one, never half of it."""
+    if path.is_symlink() and path.lstat().st_uid not in (0, os.geteuid()):
+        raise UsageError(f"{path} is a symlink another user owns; not writing through it")
     if path.exists() and not path.is_file():  # /dev/stdout, a FIFO: write through, never replace
         path.write_text(text, encoding="utf-8")
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # mkstemp: O_EXCL with a random name, so a symlink planted in a shared folder is never followed.
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
     try:
-        tmp.write_text(text, encoding="utf-8")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+CONFIG_META = "envdoctor.config"
+
+
+def _note_config(inventory: Inventory) -> None:
+    """Remember for this invocation which config was loaded: JSON reports name it."""
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.meta[CONFIG_META] = str(inventory.path.absolute()) if inventory.path else None
+
+
+def _with_config(text: str) -> str:
+    """A JSON report gains ``"config": PATH`` (null without one) after its envelope keys."""
+    context = click.get_current_context(silent=True)
+    if context is None or CONFIG_META not in context.meta or not text.startswith("{"):
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(data, dict) or "config" in data:
+        return text
+    keys = list(data)
+    at = next((i + 1 for i, key in enumerate(keys) if key == "exit_status"), 0)
+    items = list(data.items())
+    items.insert(at, ("config", context.meta[CONFIG_META]))
+    return json.dumps(dict(items), indent=2) + "\n"
+
+
 def emit(text: str, output: str | None, summary: str = "") -> None:
+    # Every report, whatever the command: no URL userinfo, token or key material comes out.
+    text = redact_secret_values(_with_config(text))
     if output:
         try:
+            Path(output).parent.mkdir(parents=True, exist_ok=True)  # validate_output found it creatable
             write_report_atomically(Path(output), text)
         except OSError as exc:
             raise UsageError(f"cannot write {output}: {exc.strerror}") from None
@@ -225,6 +337,11 @@ def run_and_report(selection: Selection, *, command: str, fmt: str, output: str 
             run_fleet(selection.specs, selection.graph, selection.settings,
                       command=command, fix=fix, dry_run=dry_run, progress=progress)
         )
+    from envdoctor.checks.remote_code import scan_names_not_installed
+
+    if unknown := scan_names_not_installed(h.results for h in report.hosts):
+        raise UsageError(f"--scan {', '.join(unknown)}: not installed on any host checked",
+                         hint="name an installed distribution (`<venv>/bin/python -m pip list` shows them)")
     color = fmt == "text" and output is None and sys.stdout.isatty()
     bad = sum(1 for h in report.hosts if not h.ok)
     emit(render(report, fmt, color=color), output, f"{bad} host(s) with problems" if bad else "all OK")
@@ -244,6 +361,7 @@ def cli(verbose: int) -> None:
     Exit status: 0 nothing wrong, 1 something wrong on a host, 2 the command was wrong.
     """
     configure_logging(verbose)
+    click.get_current_context().meta[VERBOSE_KEY] = verbose
 
 
 @cli.command()
@@ -285,25 +403,56 @@ def fix(hosts: tuple[str, ...], dry_run: bool, index_url: str | None, extra_inde
                    fix=True, dry_run=dry_run)
 
 
+@cli.command("hosts")
+@click.argument("hosts", nargs=-1, required=True, metavar="DEST...")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Inventory file (default: ./envdoctor.toml when it exists).")
+@click.option("--ssh-config", "ssh_config", type=click.Path(dir_okay=False),
+              help="OpenSSH client config to read instead of ~/.ssh/config (like ssh -F).")
+@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Report format: text for people (with where each value came from), json for programs.")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, writable=True),
+              help="Write the report to FILE instead of standard output.")
+@handle_errors
+def hosts_command(hosts: tuple[str, ...], config_path: str | None, ssh_config: str | None, fmt: str,
+                  output: str | None) -> None:
+    """Print where envdoctor would connect for each DEST, resolved as OpenSSH resolves it
+    (`ssh -G`), without connecting: hostname, port, user, identity files, ProxyJump hops,
+    known_hosts files, StrictHostKeyChecking, ConnectTimeout. Exit status 2 when a
+    destination cannot be resolved.
+
+    \b
+    Examples:
+      envdoctor hosts ct200 b300
+      envdoctor hosts fleet --ssh-config ./ssh_config --format json
+    """
+    from envdoctor.hosts_cmd import hosts_report
+
+    if ssh_config and not Path(ssh_config).is_file():
+        raise UsageError(f"SSH config {ssh_config} does not exist")
+    options = SSHOptions(config_files=(ssh_config,) if ssh_config else ())
+    text, status = hosts_report(hosts, load_inventory(config_path), options, fmt)
+    emit(text, output, "all resolved" if status == EXIT_OK else "some destinations could not be resolved")
+    sys.exit(status)
+
+
 @cli.command("checks")
 @click.option("--checks", "check_files", multiple=True, type=click.Path(dir_okay=False),
               help="Also list the checks in this file (repeatable).")
+@output_options
 @handle_errors
-def list_checks(check_files: tuple[str, ...]) -> None:
+def list_checks(check_files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """List the checks, in the order they run, with what each requires."""
-    graph = load_checks(Path(p) for p in check_files)
-    width = max(len(c) for c in graph.order)
-    for check_id in graph.order:
-        item = graph.checks[check_id]
-        needs = f"  (after {', '.join(item.requires)})" if item.requires else ""
-        click.echo(f"{check_id:<{width}}  {item.title}{needs}")
+    from envdoctor.report.listing import render_checks
+
+    emit(render_checks(load_checks(Path(p) for p in check_files), fmt), output)
 
 
 @cli.command("scan")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--format", "-f", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True,
               help="Report format: text for people, json for programs, sarif for code-scanning tools.")
-@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, writable=True),
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, writable=True), callback=validate_output,
               help="Write the report to FILE instead of standard output.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes that parse files.")
@@ -332,6 +481,43 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> Non
     sys.exit(EXIT_PROBLEMS if gaps else EXIT_OK)
 
 
+@cli.command("merge")
+@click.argument("reports", nargs=-1, required=True, metavar="REPORT.json...",
+                type=click.Path(dir_okay=False, path_type=Path))
+@output_options
+@handle_errors
+def merge(reports: tuple[Path, ...], fmt: str, output: str | None) -> None:
+    """Fold per-node JSON reports into one fleet report, hosts grouped by what differs.
+
+    For clusters where every node runs its own gate (`envdoctor check local --format json
+    --output /shared/preflight/$(hostname).json` in a Slurm prolog or an init container):
+    a report of host `local` is named after its file. Exit 1 when any host has a problem.
+
+    \b
+    Example:
+      envdoctor merge /shared/preflight/*.json --format junit --output fleet.xml
+    """
+    from envdoctor.merge import common_outcomes, group_hosts, merge_reports, render_groups_text
+
+    report = merge_reports(reports)
+    groups = group_hosts(report.hosts)
+    if fmt == "json":
+        import json
+
+        data = json.loads(render(report, "json"))
+        data["schema"] = 1
+        data["groups"] = [g.to_json() for g in groups]
+        data["common"] = [{"id": o.check_id, "status": o.status} for o in common_outcomes(report.hosts)]
+        text = json.dumps(data, indent=2) + "\n"
+    elif fmt == "text":
+        text = render_groups_text(groups, common_outcomes(report.hosts)) + "\n" + render(report, "text")
+    else:
+        text = render(report, fmt)
+    bad = sum(1 for h in report.hosts if not h.ok)
+    emit(text, output, f"{bad} of {len(report.hosts)} host(s) with problems" if bad else "all OK")
+    sys.exit(report.exit_status)
+
+
 @cli.group("patches")
 def patches_group() -> None:
     """The patches envdoctor can apply (shipped in patches/, or your own with --patches)."""
@@ -339,30 +525,39 @@ def patches_group() -> None:
 
 @patches_group.command("list")
 @PATCHES_OPTION
+@output_options
 @handle_errors
-def list_patches(patch_files: tuple[str, ...]) -> None:
-    """List the patches: id, distribution and versions, summary."""
-    patches = load_patches(patch_files).patches
-    width = max((len(p.id) for p in patches), default=10)
-    for patch in patches:
-        click.echo(f"{patch.id:<{width}}  {patch.distribution}{patch.versions}  {patch.summary}")
+def list_patches(patch_files: tuple[str, ...], fmt: str, output: str | None) -> None:
+    """List every patch fix can apply: id, distribution and versions, summary (the generic
+    trust-remote-code patch too, whose files check finds on each host)."""
+    from envdoctor.report.listing import render_patch_list
+
+    emit(render_patch_list([*load_patches(patch_files).patches, *generic_patches()], fmt), output)
 
 
 @patches_group.command("show")
 @click.argument("patch_id", metavar="ID")
 @PATCHES_OPTION
+@output_options
 @handle_errors
-def show_patch(patch_id: str, patch_files: tuple[str, ...]) -> None:
+def show_patch(patch_id: str, patch_files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """Show what patch ID changes, where, for which versions, and why."""
-    patch = load_patches(patch_files).get(patch_id)
-    rows = [
-        ("id", patch.id), ("summary", patch.summary), ("why", patch.why),
-        ("distribution", patch.distribution), ("versions", patch.versions),
-        ("files", ", ".join(patch.files)), ("fixed_in", patch.fixed_in or "unknown"),
-        ("consent", "needs --trust-remote-code" if patch.needs_consent else "not needed"),
-    ]
-    for name, value in rows:
-        click.echo(f"{name + ':':<14}{value}")
+    from envdoctor.report.listing import render_patch
+
+    emit(render_patch(known_patch(patch_id, patch_files), fmt), output)
+
+
+def known_patch(patch_id: str, patch_files: tuple[str, ...]) -> Any:
+    """The patch named ``patch_id`` (shipped, generic or the user's); an unknown id is exit 2."""
+    for generic in generic_patches():
+        if generic.id == patch_id:
+            return generic
+    try:
+        return load_patches(patch_files).get(patch_id)
+    except ConfigError:
+        known = [p.id for p in load_patches(patch_files).patches] + [g.id for g in generic_patches()]
+        raise UsageError(f"no patch named {patch_id!r}", hint=f"known patches: {', '.join(known)} "
+                         "(`envdoctor patches list`; a patch of your own needs --patches FILE)") from None
 
 
 @cli.command()
@@ -384,7 +579,7 @@ def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, 
     from envdoctor.report.revert_report import render_revert
     from envdoctor.revert import revert_on_host
 
-    load_patches(opts.get("patch_files", ()))  # a typo in --patches is a usage error, not a host's
+    known_patch(patch_id, tuple(opts.get("patch_files", ())))  # a typo is a usage error, not a host's
     selection = select_hosts(hosts, **opts)
 
     async def run_all() -> list[Any]:
@@ -496,9 +691,8 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     {python} {venv} {model} and the facts of `envdoctor facts` ({mask_token_id},
     {dflash_target_layer_ids}, {eagle3_target_layer_ids}, {vocab_size}, ...).
     """
-    import json
-
     from envdoctor.fleet import HostReport
+    from envdoctor.inventory import stage_trains_drafter
     from envdoctor.stages import command_placeholders, run_stage_on_host
 
     selection = select_hosts([host], **opts)
@@ -507,6 +701,7 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
         known = ", ".join(sorted(selection.inventory.stages)) or "none"
         raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
     spec = _one_host(selection, host)
+    spec = replace(spec, skip=spec.skip + stage.skip, draft=spec.draft or stage_trains_drafter(stage))
     if stage.host and stage.host != host:
         raise UsageError(f"stage {stage_name!r} runs on {stage.host!r}, not {host!r}")
     selection.graph.closure(stage.requires)  # an unknown check id is the config's fault: exit 2
@@ -524,11 +719,20 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
         sys.exit(EXIT_PROBLEMS)
     if detach:
         if fmt == "json":
-            emit(json.dumps({"pid": outcome.pid, "log": outcome.log_path, "command": outcome.command}) + "\n", output)
+            from envdoctor.report.envelope import dump_json
+
+            emit(dump_json("run", EXIT_OK, {"pid": outcome.pid, "log": outcome.log_path,
+                                            "stage_command": outcome.command}), output)
         else:
             emit(f"pid {outcome.pid}\nlog {outcome.log_path}\n", output)
         sys.exit(EXIT_OK)
     sys.exit(outcome.exit_status if outcome.exit_status is not None else EXIT_PROBLEMS)
+
+from envdoctor.drift.command import register as _register_drift  # noqa: E402  (after the helpers it takes)
+
+_register_drift(cli, host_options=host_options, output_options=output_options, handle_errors=handle_errors,
+                select_hosts=select_hosts, emit=emit)
+
 
 def main() -> None:
     try:

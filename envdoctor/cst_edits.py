@@ -7,10 +7,15 @@ where the call had one (and not invented where it had none), comments left on th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import PositionProvider, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper
+
+if TYPE_CHECKING:
+    from envdoctor.scan_exports import ExportTable
 
 Whitespace = cst.BaseParenthesizableWhitespace
 
@@ -40,6 +45,12 @@ def _keep_comment(ws: Whitespace, separator: Whitespace) -> Whitespace:
     return separator
 
 
+def _has_comment(ws: Whitespace) -> bool:
+    return isinstance(ws, cst.ParenthesizedWhitespace) and (
+        ws.first_line.comment is not None or any(line.comment is not None for line in ws.empty_lines)
+    )
+
+
 def has_keyword(call: cst.Call, name: str) -> bool:
     return any(arg.keyword is not None and arg.keyword.value == name for arg in call.args)
 
@@ -63,6 +74,11 @@ def add_keyword_argument(call: cst.Call, name: str, value: cst.BaseExpression) -
         # Trailing comma: the old last argument keeps its comma (and comment), the new one
         # gets a comma too and the line break before ``)``.
         closing = last.comma.whitespace_after
+        if _has_comment(closing) and not isinstance(separator, cst.ParenthesizedWhitespace):
+            # `p, x=1,  # c` then `)`: the new argument joins that line before the comment.
+            old_last = last.with_changes(comma=last.comma.with_changes(whitespace_after=separator))
+            new_arg = new_arg.with_changes(comma=cst.Comma(whitespace_after=closing))
+            return call.with_changes(args=[*call.args[:-1], old_last, new_arg])
         old_last = last.with_changes(
             comma=last.comma.with_changes(whitespace_after=_keep_comment(closing, separator))
         )
@@ -72,6 +88,12 @@ def add_keyword_argument(call: cst.Call, name: str, value: cst.BaseExpression) -
             new_arg = new_arg.with_changes(comma=last.comma.with_changes(whitespace_before=cst.SimpleWhitespace("")))
     else:
         closing = last.whitespace_after_arg
+        if _has_comment(closing) and not isinstance(separator, cst.ParenthesizedWhitespace):
+            # `p, use_fast=True  # fast` then `)`: the new argument joins that line, and the
+            # comment stays at its end.
+            old_last = last.with_changes(comma=cst.Comma(whitespace_after=separator),
+                                         whitespace_after_arg=cst.SimpleWhitespace(""))
+            return call.with_changes(args=[*call.args[:-1], old_last, new_arg.with_changes(whitespace_after_arg=closing)])
         old_last = last.with_changes(
             comma=cst.Comma(whitespace_after=_keep_comment(closing, separator)),
             whitespace_after_arg=cst.SimpleWhitespace(""),
@@ -82,43 +104,71 @@ def add_keyword_argument(call: cst.Call, name: str, value: cst.BaseExpression) -
 
 TRUE = cst.Name("True")
 
+#: A site as a patch names it: (line, column, qualified callee), as the scanner reports it.
+SiteKey = tuple[int, int, str]
 
-class AddTrustRemoteCode(cst.CSTTransformer):
-    """Add ``trust_remote_code=True`` to the calls ``wanted`` picks (by qualified name or line).
 
-    Calls that already pass the keyword are left alone; calls that pass ``**kwargs`` are
-    left alone and listed in :attr:`skipped_kwargs` (the dict may already hold the flag).
-    """
+@dataclass(frozen=True)
+class KeywordEdit:
+    """What :func:`add_keyword_at_sites` did: the new module and the fate of each site."""
 
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    module: cst.Module
+    changed: tuple[SiteKey, ...] = ()
+    #: Sites that already pass the keyword (any value).
+    present: tuple[SiteKey, ...] = ()
+    #: Sites that pass ``**kwargs``: never patched (the dict may already hold the keyword).
+    kwargs: tuple[SiteKey, ...] = ()
+    #: Named sites the scanner does not find in this file (a changed or unknown file).
+    unknown: tuple[SiteKey, ...] = ()
 
-    def __init__(self, wanted: Callable[[set[str], int], bool]) -> None:
+
+class _AddKeywordTo(cst.CSTTransformer):
+    """Adds ``name=value`` to exactly the given Call nodes, chosen by identity."""
+
+    def __init__(self, calls: Collection[cst.Call], name: str, value: cst.BaseExpression) -> None:
         super().__init__()
-        self.wanted = wanted
-        self.changed_lines: list[int] = []
-        self.present_lines: list[int] = []
-        self.skipped_kwargs: list[int] = []
+        self.ids = {id(call) for call in calls}
+        self.name = name
+        self.value = value
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        names = {q.name for q in self.get_metadata(QualifiedNameProvider, original, set())}
-        line = self.get_metadata(PositionProvider, original).start.line
-        if not self.wanted(names, line):
+        if id(original) not in self.ids:
             return updated
-        if has_keyword(updated, "trust_remote_code"):
-            self.present_lines.append(line)
-            return updated
-        if has_double_star(updated):
-            self.skipped_kwargs.append(line)
-            return updated
-        self.changed_lines.append(line)
-        return add_keyword_argument(updated, "trust_remote_code", TRUE)
+        return add_keyword_argument(updated, self.name, self.value)
 
 
-def callee_is(*qualified: str) -> Callable[[set[str], int], bool]:
-    targets = set(qualified)
-    return lambda names, line: bool(names & targets)
+def add_keyword_at_sites(
+    module: cst.Module,
+    keys: Collection[SiteKey] | None = None,
+    *,
+    callee: str | None = None,
+    path: str = "",
+    package: str | None = None,
+    exports: ExportTable | None = None,
+    keyword: str = "trust_remote_code",
+    value: cst.BaseExpression = TRUE,
+) -> KeywordEdit:
+    """``keyword=value`` added to the Call nodes the scanner finds at ``keys`` (line, column
+    and resolved callee all equal), or to every site of ``callee`` when no keys are given.
 
+    Selection is by identity, never by line: another call on the same line (``len(...)``,
+    ``.to("cuda")`` chained on the loader, ``str(path)`` in its arguments) is never touched.
+    """
+    from envdoctor.scan_sites import site_nodes  # libcst side of the scanner
 
-def at_lines(lines: Collection[int]) -> Callable[[set[str], int], bool]:
-    chosen = set(lines)
-    return lambda names, line: line in chosen
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)  # nodes stay those of `module`
+    found = site_nodes(wrapper, path, package=package, precheck=False, exports=exports)
+    by_key = {(site.line, site.column, site.callee): (site, node) for site, node in found}
+    wanted = set(keys) if keys is not None else {k for k in by_key if k[2] == callee}
+    chosen, changed, present, kwargs = [], [], [], []
+    for key in sorted(wanted & by_key.keys()):
+        site, node = by_key[key]
+        if has_keyword(node, keyword):
+            present.append(key)
+        elif has_double_star(node):
+            kwargs.append(key)
+        else:
+            chosen.append(node)
+            changed.append(key)
+    new = module.visit(_AddKeywordTo(chosen, keyword, value)) if chosen else module
+    return KeywordEdit(new, tuple(changed), tuple(present), tuple(kwargs), tuple(sorted(wanted - by_key.keys())))

@@ -57,6 +57,12 @@ class Environment:
     markers: Mapping[str, str] = field(default_factory=dict)
     site_packages: tuple[str, ...] = ()
     distributions: tuple[Distribution, ...] = ()
+    #: Set when the path the user named is a file, or a folder that is not an environment.
+    not_a_venv: str | None = None
+    #: Discovered, not chosen: described from its files, its interpreter never started.
+    static: bool = False
+    #: A static environment owned by another user, or writable by everyone.
+    foreign: bool = False
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any]) -> Environment:
@@ -72,6 +78,9 @@ class Environment:
             markers=dict(raw.get("markers") or {}),
             site_packages=tuple(raw.get("site_packages") or ()),
             distributions=tuple(Distribution.from_probe(d) for d in raw.get("distributions") or ()),
+            not_a_venv=raw.get("not_a_venv"),
+            static=bool(raw.get("static", False)),
+            foreign=bool(raw.get("foreign", False)),
         )
 
     @cached_property
@@ -90,14 +99,27 @@ class ProgramOnPath:
 
     path: str
     realpath: str
-    #: For pip scripts: the interpreter named in the shebang.
+    #: For pip scripts: the interpreter it runs under (shebang or trampoline, shims followed).
     interpreter: str | None = None
+    #: The file that really runs once pyenv/asdf shims and exec wrappers are followed.
+    resolved: str | None = None
+    #: How it was resolved ("pyenv 3.11.7 (set by /root/.pyenv/version)", "wrapper ...").
+    via: tuple[str, ...] = ()
+    #: Why a shim could not be followed (pyenv names a version that lacks the program).
+    error: str | None = None
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any] | None) -> ProgramOnPath | None:
         if not raw:
             return None
-        return cls(str(raw["path"]), str(raw.get("realpath", raw["path"])), raw.get("interpreter"))
+        via = raw.get("via") or ()
+        return cls(str(raw["path"]), str(raw.get("realpath", raw["path"])), raw.get("interpreter"),
+                   raw.get("resolved"), tuple(str(v) for v in via) if isinstance(via, list) else (), raw.get("error"))
+
+    @property
+    def runs(self) -> str:
+        """The program that really runs: the resolved shim, else the path itself."""
+        return self.resolved or self.path
 
 
 @dataclass(frozen=True)

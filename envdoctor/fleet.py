@@ -8,6 +8,7 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 from __future__ import annotations
 
 import asyncio
+import resource
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -15,11 +16,13 @@ from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.facts import HostFacts, Problem
 from envdoctor.gather import gather_facts, problem_from_error
 from envdoctor.graph import CheckGraph, RemedySettings
+from envdoctor.index_credentials import wrapped_command
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
 from envdoctor.patching import apply_patch_remedy
+from envdoctor.pip_remedy import InstalledState, apply_pip_install, is_pip_install
 from envdoctor.results import CheckResult, Remedy, Status
-from envdoctor.transport.interface import Transport
+from envdoctor.transport.interface import CommandResult, Transport
 from envdoctor.transport.local import LocalTransport
 from envdoctor.transport.target import SSHOptions
 
@@ -53,10 +56,14 @@ class Action:
     output: str = ""
     #: For patches: the unified diff of what was (or, with --dry-run, would be) changed.
     diff: str = ""
+    #: For installs: pip's plan, one line per distribution it would install or replace.
+    plan: tuple[str, ...] = ()
+    #: Why fix did not run it (the remedy became "fix (by hand)"); empty when it ran.
+    refused: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.exit_status in (0, None)
+        return not self.refused and self.exit_status in (0, None)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -65,8 +72,10 @@ class Action:
             "command": self.command,
             "exit_status": self.exit_status,
             "output": self.output,
-            "dry_run": self.exit_status is None,
+            "dry_run": self.exit_status is None and not self.refused,
             **({"diff": self.diff} if self.diff else {}),
+            **({"plan": list(self.plan)} if self.plan else {}),
+            **({"by_hand": True, "refused": self.refused} if self.refused else {}),
         }
 
 
@@ -96,13 +105,20 @@ class FleetReport:
 RemedyRunner = Callable[[Transport, HostSpec, str, Remedy, bool], Awaitable[Action]]
 
 
+async def run_remedy_argv(transport: Transport, remedy: Remedy, argv: Sequence[str] | None = None) -> CommandResult:
+    """The one place a command remedy (or pip's plan of it, ``argv``) is started on a host."""
+    # Index URLs (and their passwords) go to pip's environment over stdin, never on its argv.
+    command, stdin = wrapped_command(remedy.argv if argv is None else argv)
+    return await transport.run(command, stdin=stdin, timeout=1800)
+
+
 async def run_command_remedy(
     transport: Transport, spec: HostSpec, check_id: str, remedy: Remedy, dry_run: bool
 ) -> Action:
     if dry_run:
         return Action(check_id, remedy.summary, remedy.display, None)
     log.info("remedy_start", host=spec.name, check=check_id, command=remedy.display)
-    result = await transport.run(remedy.argv, timeout=1800)
+    result = await run_remedy_argv(transport, remedy)
     output = (result.stdout + result.stderr).decode("utf-8", "replace")
     log.info("remedy_done", host=spec.name, check=check_id, exit_status=result.exit_status)
     return Action(check_id, remedy.summary, remedy.display, result.exit_status, output[-OUTPUT_TAIL_CHARS:])
@@ -123,6 +139,9 @@ REMEDY_RUNNERS: dict[str, RemedyRunner] = {"command": run_command_remedy, "patch
 def open_transport(spec: HostSpec, settings: FleetSettings) -> Transport:
     if spec.ssh is None:
         return LocalTransport(spec.name)
+    from envdoctor.transport.asyncssh_loader import import_asyncssh
+
+    import_asyncssh(settings.ssh.resolved_config_files())  # without the liboqs search, unless asked
     from envdoctor.transport.ssh import SSHTransport  # asyncssh only when a host needs it
 
     return SSHTransport(spec.name, spec.ssh, settings.ssh)
@@ -178,25 +197,60 @@ class HostRun:
         finally:
             await transport.close()
 
+    async def install(self, transport: Transport, check_id: str, remedy: Remedy, dry_run: bool,
+                      installed: InstalledState) -> Action:
+        """A pip install remedy: run only when pip's own plan breaks nothing installed."""
+        log.info("install_plan", host=self.spec.name, check=check_id, command=remedy.display)
+        outcome = await apply_pip_install(lambda argv: run_remedy_argv(transport, remedy, argv), remedy,
+                                          dry_run=dry_run, installed=installed)
+        log.info("install_done", host=self.spec.name, check=check_id, exit_status=outcome.exit_status,
+                 refused=bool(outcome.refused))
+        return Action(check_id, remedy.summary, remedy.display, outcome.exit_status,
+                      outcome.output[-OUTPUT_TAIL_CHARS:], plan=outcome.plan, refused=outcome.refused)
+
     async def fix(self, transport: Transport, before: list[CheckResult], *, dry_run: bool) -> HostReport:
         remedies = pending_remedies(before)
         if not remedies:
             return HostReport(self.spec, before, before=before)
         self.progress(self.spec.name, "fixing")
         actions = []
+        installed: InstalledState = {}  # what each install changed, for judging the next plan
         for check_id, remedy in remedies:
             runner = REMEDY_RUNNERS.get(remedy.kind)
             if runner is None:
                 raise EnvdoctorError(f"no runner for remedies of kind {remedy.kind!r}")
             try:
-                actions.append(await runner(transport, self.spec, check_id, remedy, dry_run))
+                if is_pip_install(remedy):
+                    actions.append(await self.install(transport, check_id, remedy, dry_run, installed))
+                else:
+                    actions.append(await runner(transport, self.spec, check_id, remedy, dry_run))
             except TransportError as exc:
                 actions.append(Action(check_id, remedy.summary, remedy.display, -1, str(exc)))
                 break  # the connection is gone or the host is stuck: re-checking would tell nothing new
-        if dry_run:
+        if dry_run or all(a.exit_status is None for a in actions):  # nothing ran: nothing to check again
             return HostReport(self.spec, before, before=before, actions=actions)
         _, after = await self.check(transport)
         return HostReport(self.spec, after, before=before, actions=actions)
+
+
+#: Descriptors one host may hold at once: its socket, and a command's pipes while one runs
+#: locally (a local remedy, an ``ssh -G`` resolution). Kept for the rest of the process.
+DESCRIPTORS_PER_HOST = 4
+DESCRIPTORS_RESERVED = 64
+
+
+def descriptor_bound(parallel: int, hosts: int) -> int:
+    """Hosts worked on at once: ``parallel``, lowered so that the fleet stays inside the
+    process's descriptor limit (``ulimit -n``): a fleet larger than the limit waits its
+    turn instead of failing with EMFILE."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max(1, min(parallel, hosts))
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    bound = max(1, (soft - DESCRIPTORS_RESERVED) // DESCRIPTORS_PER_HOST)
+    if bound < wanted:
+        log.info("parallel_bounded", parallel=parallel, bound=bound, nofile=soft)
+    return min(wanted, bound)
 
 
 async def run_fleet(
@@ -210,7 +264,7 @@ async def run_fleet(
     progress: Progress | None = None,
 ) -> FleetReport:
     """Check (and with ``fix``, repair) every host concurrently; never raises for a host's failure."""
-    limit = asyncio.Semaphore(max(1, settings.parallel))
+    limit = asyncio.Semaphore(descriptor_bound(settings.parallel, len(specs)))
 
     async def one(spec: HostSpec) -> HostReport:
         async with limit:

@@ -27,6 +27,7 @@ from envdoctor.logsafe import get_logger
 from envdoctor.patching import files_request, load_patches
 from envdoctor.probe.program import register_section, run_probe
 from envdoctor.scan import sources_request
+from envdoctor.drift.request import drift_request  # (registers the drift section's helper modules)
 from envdoctor.transport.interface import Transport
 
 log = get_logger(__name__)
@@ -63,17 +64,28 @@ def _patch_ledger_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"prefix": spec.venv or ""}
 
 
+def _gpu_stack_args(spec: HostSpec) -> Mapping[str, Any]:
+    # The venv whose torch and extensions are read; without one, the probe interpreter's.
+    return {"prefix": spec.venv or ""}
+
+
 def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
     return sources_request(spec.venv, spec.scan)
+
+
+def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
+    return drift_request(spec.venv, spec.scan)
 
 
 PROBE_SECTIONS: dict[str, ProbeSection] = {
     "host": ProbeSection("host", _host_args),
     "venvs": ProbeSection("venvs", _venvs_args),
     "sources": ProbeSection("sources", _sources_args),
+    "drift": ProbeSection("drift", _drift_args),
     "models": ProbeSection("models", _models_args),
     "patch_files": ProbeSection("patch_files", _patch_files_args),
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
+    "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
+from envdoctor.config_trust import check_trusted_file
 from envdoctor.errors import ConfigError
 from envdoctor.facts import HostFacts
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.results import CheckResult, Status
+from envdoctor.results import CheckResult, Status, waive
 
 log = get_logger(__name__)
 
@@ -151,12 +152,16 @@ class CheckGraph:
     ) -> list[CheckResult]:
         """Run every check (or ``only`` those and their prerequisites) in order."""
         selected = self.closure(only) if only is not None else set(self.checks)
+        waivers = dict(spec.skip)
         results: dict[str, CheckResult] = {}
         for check_id in self.order:
             if check_id not in selected:
                 continue
             item = self.checks[check_id]
-            results[check_id] = self._evaluate_one(item, CheckContext(spec, facts, settings, results))
+            result = self._evaluate_one(item, CheckContext(spec, facts, settings, results))
+            # A waived check still runs and says what it found; its dependents run after it
+            # (waived is not a problem, so nothing is blocked by it).
+            results[check_id] = waive(result, waivers[check_id]) if check_id in waivers else result
         return list(results.values())
 
     def _evaluate_one(self, item: Check, context: CheckContext) -> CheckResult:
@@ -185,6 +190,7 @@ def load_module_file(path: Path, prefix: str) -> ModuleType:
     """Import a user's Python file by path (their own checks or patches)."""
     if not path.is_file():
         raise ConfigError(f"{path} does not exist")
+    check_trusted_file(path, "Python file")  # it runs here: refused if another user could have written it
     name = f"{prefix}_{path.stem}_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

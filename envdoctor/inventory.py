@@ -7,19 +7,20 @@ else is a usage error, so that a typo never turns into a connection to a wrong m
 
 from __future__ import annotations
 
-import fnmatch
-import glob
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError
+from envdoctor.logsafe import get_logger
+from envdoctor.transport.ssh_aliases import ConfigHostNames, config_host_names
 from envdoctor.transport.target import DEFAULT_SSH_CONFIG, SSHTarget
 
 DEFAULT_INVENTORY = "envdoctor.toml"
@@ -33,8 +34,15 @@ HOST_KEYS: dict[str, type | tuple[type, ...]] = {
     "models": list,
     "trust_remote_code": bool,
     "scan": list,
+    "skip": list,
+    "gpus": int,
 }
-STAGE_KEYS: dict[str, type | tuple[type, ...]] = {"host": str, "requires": list, "command": str}
+STAGE_KEYS: dict[str, type | tuple[type, ...]] = {"host": str, "requires": list, "command": str, "skip": list}
+#: Keys whose lists hold tables as well as strings (checked by parse_waivers).
+_MIXED_LISTS = ("skip",)
+
+#: A waiver: (check id, the reason the user gave).
+Waiver = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,15 @@ class HostSpec:
     scan: tuple[str, ...] = ()
     #: The user's own patch files (``--patches FILE``), beside those in ``patches/``.
     patches: tuple[str, ...] = ()
+    #: Checks the user waived (``--skip``, ``skip = [...]``): reported as waived, never failing.
+    skip: tuple[Waiver, ...] = ()
+    #: GPUs the host must have (``gpus = N``, ``--gpus N``); None: host.gpu only informs.
+    gpus: int | None = None
+    #: The job trains a drafter (``--draft``, or a stage that asks for drafter facts).
+    draft: bool = False
+    #: Commands of the stages that run on this host: what they start is part of what the
+    #: job needs from its environment (envdoctor.env_choice ranks environments by it).
+    stage_commands: tuple[str, ...] = ()
 
     @property
     def is_local(self) -> bool:
@@ -68,6 +85,18 @@ class Stage:
     host: str
     requires: tuple[str, ...]
     command: str
+    skip: tuple[Waiver, ...] = ()
+
+
+#: Checks that matter only to drafter training, and the stage placeholders that ask for
+#: drafter facts: a stage naming either trains a drafter.
+DRAFTER_CHECKS = ("model.mask-token",)
+_DRAFTER_PLACEHOLDER = re.compile(r"\{(mask_token_id|mask_token_id_candidate|dflash_[a-z_]+|draft_layers)\}")
+
+
+def stage_trains_drafter(stage: Stage) -> bool:
+    """Whether a stage asks for drafter facts (a drafter check, or a mask/DFlash placeholder)."""
+    return any(c in DRAFTER_CHECKS for c in stage.requires) or bool(_DRAFTER_PLACEHOLDER.search(stage.command))
 
 
 @dataclass(frozen=True)
@@ -88,6 +117,9 @@ class Overrides:
     trust_remote_code: bool = False
     #: ``--scan DIST``: distributions to scan for trust_remote_code gaps besides the default ones.
     scan: tuple[str, ...] = ()
+    skip: tuple[Waiver, ...] = ()
+    gpus: int | None = None
+    draft: bool = False
 
 
 def parse_requirement(text: str, *, where: str) -> str:
@@ -102,6 +134,26 @@ def parse_requirement(text: str, *, where: str) -> str:
     return text
 
 
+def parse_waivers(items: Sequence[Any], *, where: str, default_reason: str) -> tuple[Waiver, ...]:
+    """``skip = ["ID", {id = "ID", reason = "..."}]`` (or ``--skip ID[=REASON]``) as waivers."""
+    waivers: list[Waiver] = []
+    for item in items:
+        if isinstance(item, str):
+            check_id, _, reason = item.partition("=")
+            check_id, reason = check_id.strip(), reason.strip()
+        elif isinstance(item, dict):
+            unknown = set(item) - {"id", "reason"}
+            if unknown or not isinstance(item.get("id"), str) or not isinstance(item.get("reason", ""), str):
+                raise ConfigError(f'{where}: a waiver is "ID" or {{id = "ID", reason = "why"}}, not {item!r}')
+            check_id, reason = item["id"].strip(), item.get("reason", "").strip()
+        else:
+            raise ConfigError(f'{where}: a waiver is "ID" or {{id = "ID", reason = "why"}}, not {item!r}')
+        if not check_id:
+            raise ConfigError(f"{where}: a waiver names no check id")
+        waivers.append((check_id, reason or default_reason))
+    return tuple(waivers)
+
+
 def load_inventory(path: str | os.PathLike[str] | None = None) -> Inventory:
     """Read the inventory named by ``--config``, else ``./envdoctor.toml`` if there is one."""
     if path is None:
@@ -113,8 +165,11 @@ def load_inventory(path: str | os.PathLike[str] | None = None) -> Inventory:
         config_path = Path(path)
         if not config_path.is_file():
             raise ConfigError(f"config file {config_path} does not exist")
+    # Refused when another user could have written it: it can grant trust_remote_code.
+    raw = read_trusted_file(config_path, "config file")
+    get_logger(__name__).info("config_loaded", path=os.path.abspath(config_path))
     try:
-        data = tomllib.loads(config_path.read_bytes().decode("utf-8"))
+        data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{config_path} is not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
@@ -134,7 +189,9 @@ def _check_table(table: Any, keys: Mapping[str, type | tuple[type, ...]], where:
         if not isinstance(value, expected):
             kind = expected.__name__ if isinstance(expected, type) else "/".join(t.__name__ for t in expected)
             raise ConfigError(f"{where}.{key} must be a {kind}, not {type(value).__name__}")
-        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+        if isinstance(value, bool) and expected is int:
+            raise ConfigError(f"{where}.{key} must be a int, not bool")
+        if isinstance(value, list) and key not in _MIXED_LISTS and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}.{key} must be a list of strings")
     return table
 
@@ -159,6 +216,8 @@ def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
             models=tuple(table.get("models", [])),
             trust_remote_code=table.get("trust_remote_code", False),
             scan=tuple(table.get("scan", [])),
+            skip=parse_waivers(table.get("skip", []), where=f"{where}.skip", default_reason=f"waived in {path}"),
+            gpus=_gpu_count(table.get("gpus"), where=f"{where}.gpus"),
         )
     groups_raw = data.get("groups") or {}
     if not isinstance(groups_raw, dict):
@@ -176,15 +235,31 @@ def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
         table = _check_table(raw, STAGE_KEYS, where)
         if "command" not in table:
             raise ConfigError(f"{where} needs a command")
-        stages[name] = Stage(name, table.get("host", ""), tuple(table.get("requires", [])), table["command"])
+        stages[name] = Stage(name, table.get("host", ""), tuple(table.get("requires", [])), table["command"],
+                             parse_waivers(table.get("skip", []), where=f"{where}.skip",
+                                           default_reason=f"waived for stage {name} in {path}"))
+    for name, spec in hosts.items():
+        commands = tuple(s.command for s in stages.values() if s.host == name)
+        if commands:
+            hosts[name] = replace(spec, stage_commands=commands)
     return Inventory(path, hosts, groups, stages)
+
+
+def _gpu_count(value: int | None, *, where: str) -> int | None:
+    if value is not None and value < 0:
+        raise ConfigError(f"{where} must be 0 or more, not {value}")
+    return value
 
 
 _DESTINATION = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
 
 
 def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
-    """``user@host[:port]``, ``host:port``, ``[v6addr]:port`` or a bare alias."""
+    """``user@host[:port]``, ``host:port``, ``[v6addr]:port``, ``ssh://user@host:port`` or a bare alias."""
+    if text[:6].lower() == "ssh://":  # a URI, as ssh accepts it
+        text = text[6:].rstrip("/")
+    if text.startswith("-"):
+        raise ConfigError(f"{where}: {text!r} is not a host (it starts with '-')")
     match = _DESTINATION.match(text)
     if not match:
         raise ConfigError(f"{where}: {text!r} is not a host, alias or user@host[:port]")
@@ -194,46 +269,21 @@ def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
     return SSHTarget(host=match["host"].strip("[]"), user=match["user"], port=port)
 
 
-def ssh_config_patterns(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """The ``Host`` patterns of OpenSSH config files, following ``Include``."""
-    patterns: list[str] = []
-    seen: set[str] = set()
+def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:
+    """The names the SSH config defines: ``--ssh-config`` alone (like ``ssh -F``), else
+    ``~/.ssh/config`` and the system file, as ssh reads them."""
+    from envdoctor.transport.ssh_config import SYSTEM_CONFIG
 
-    def read(path: Path) -> None:
-        key = str(path.resolve())
-        if key in seen or not path.is_file():
-            return
-        seen.add(key)
-        try:
-            text = path.read_text("utf-8", errors="replace")
-        except OSError:
-            return
-        for line in text.splitlines():
-            words = line.strip().replace("=", " ", 1).split()
-            if not words or words[0].startswith("#"):
-                continue
-            keyword = words[0].lower()
-            if keyword == "host":
-                patterns.extend(w.strip('"') for w in words[1:])
-            elif keyword == "include":
-                for pattern in words[1:]:
-                    pattern = os.path.expanduser(pattern)
-                    if not os.path.isabs(pattern):
-                        pattern = str(DEFAULT_SSH_CONFIG.expanduser().parent / pattern)
-                    for included in sorted(glob.glob(pattern)):
-                        read(Path(included))
-
-    for path in paths:
-        read(Path(path))
-    return patterns
+    if ssh_config_files:
+        files = [(str(f), True) for f in ssh_config_files]
+    else:
+        files = [(str(DEFAULT_SSH_CONFIG.expanduser()), True), (SYSTEM_CONFIG, False)]
+    return config_host_names(files)
 
 
-def is_ssh_alias(name: str, patterns: Sequence[str]) -> bool:
-    """Whether a ``Host`` line names this host; a catch-all ``*`` does not count."""
-    negated = [p[1:] for p in patterns if p.startswith("!")]
-    if any(fnmatch.fnmatchcase(name, p) for p in negated):
-        return False
-    return any(p != "*" and not p.startswith("!") and fnmatch.fnmatchcase(name, p) for p in patterns)
+def looks_like_address(name: str) -> bool:
+    """A dotted name or an IP address: ssh would try it as it is, so it needs no alias."""
+    return "." in name.strip(".") or ":" in name or name[:6].lower() == "ssh://"
 
 
 def resolve_hosts(
@@ -246,7 +296,7 @@ def resolve_hosts(
     """Turn HOST arguments into specs, expanding groups and applying the ad-hoc options."""
     if not names:
         names = [LOCAL]
-    alias_patterns: list[str] | None = None
+    alias_patterns: ConfigHostNames | None = None
     specs: dict[str, HostSpec] = {}
 
     def add(name: str, trail: tuple[str, ...]) -> None:
@@ -263,16 +313,17 @@ def resolve_hosts(
             specs[name] = inventory.hosts[name]
         elif name == LOCAL:
             specs[name] = HostSpec(name=LOCAL, ssh=None)
-        elif "@" in name or ":" in name:
+        elif "@" in name or looks_like_address(name):
             specs[name] = HostSpec(name=name, ssh=parse_destination(name))
         else:
             if alias_patterns is None:
-                files = list(ssh_config_files) or [str(DEFAULT_SSH_CONFIG.expanduser())]
-                alias_patterns = ssh_config_patterns(files)
-            if not is_ssh_alias(name, alias_patterns):
+                alias_patterns = ssh_config_host_names(ssh_config_files)
+            if not alias_patterns.names(name):
                 where = f"in {inventory.path}" if inventory.path else "in an envdoctor.toml"
+                nearest = alias_patterns.nearest(name, [*inventory.hosts, *inventory.groups])
                 raise ConfigError(
-                    f"unknown host {name!r}: not a host or group {where} and not a Host in your SSH config",
+                    f"unknown host {name!r}: not a host or group {where} and not a Host in your SSH config"
+                    + (f" (did you mean {nearest!r}?)" if nearest else ""),
                     hint="add it to envdoctor.toml or ~/.ssh/config, or give user@host[:port]",
                 )
             specs[name] = HostSpec(name=name, ssh=parse_destination(name))
@@ -290,6 +341,9 @@ def _apply(spec: HostSpec, overrides: Overrides) -> HostSpec:
         models=_unique(spec.models + overrides.models),
         trust_remote_code=spec.trust_remote_code or overrides.trust_remote_code,
         scan=_unique(spec.scan + overrides.scan),
+        skip=spec.skip + overrides.skip,
+        gpus=overrides.gpus if overrides.gpus is not None else spec.gpus,
+        draft=spec.draft or overrides.draft,
     )
 
 

@@ -19,7 +19,7 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIA
 SECRET_VALUE = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)"
     r"|\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})\b"
-    r"|(?<=://)[^/\s:@]+:[^/\s@]+(?=@)",  # user:password@ in URLs
+    r"|(?<=://)[^/\s@]+(?=@)",  # a URL's userinfo: user:password@, and TOKEN@ (a token as the user)
     re.DOTALL,
 )
 #: `NAME=value` inside a string, as in a command line or an environment dump.

@@ -10,15 +10,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.facts import HostFacts
+from envdoctor.probe.model_tokenizer import RESERVED_TOKEN_PATTERN
+from envdoctor.mask_candidates import CandidateInput, explain, find_candidates, named_ids
+from envdoctor.tokenizer_static import (
+    StaticTokenizer,
+    VocabShape,
+    from_config_only,
+    from_tokenizer_json,
+    template_text,
+    token_content,
+)
 
-#: Where multimodal wrappers keep the language model's config.
-NESTED_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
+#: Where multimodal wrappers keep the language model's config (Qwen2.5-Omni nests twice:
+#: thinker_config.text_config).
+NESTED_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "thinker_config")
+#: How deep nested configs are followed: config.json is untrusted input.
+MAX_NESTING = 3
 #: Integer fields reported for every model; ``None`` when the config lacks them.
 ARCH_INT_FIELDS = (
     "hidden_size",
@@ -35,12 +48,26 @@ ARCH_INT_FIELDS = (
 REQUIRED_ARCH_FIELDS = ("hidden_size", "num_hidden_layers", "vocab_size")
 #: Spellings of the DeepSeek-V3-style text model that Kimi K2.x nests.
 KIMI_TEXT_TYPES = frozenset({"kimi_k2", "deepseek_v3"})
+#: vocab_size of the config classes transformers 5 instantiates, for a config.json that omits
+#: it (Gemma 3 keeps none under text_config); checked against AutoConfig.for_model in the tests.
+CONFIG_DEFAULTS: dict[str, dict[str, int]] = {
+    "gemma3_text": {"vocab_size": 262208},
+    "gemma3": {"vocab_size": 262208},
+    "qwen2_5_vl_text": {"vocab_size": 152064},
+    "qwen2_5_omni_thinker": {"vocab_size": 152064},
+    "qwen3": {"vocab_size": 151936},
+    "deepseek_v3": {"vocab_size": 129280},
+    "llama": {"vocab_size": 32000},
+    "mistral": {"vocab_size": 32000},
+}
+#: Config classes that set num_key_value_heads to num_attention_heads when it is absent.
+KV_HEADS_FOLLOW_HEADS = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "kimi_k2",
+                                   "qwen2_5_vl_text", "qwen2_vl_text"})
 
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk", "mask")
-#: Unused special tokens that a vocabulary reserves for later use: safe mask candidates.
-RESERVED_TOKEN = re.compile(
-    r"^(<\|reserved_token_\d+\|>|<\|reserved_special_token_\d+\|>|\[unused\d+\]|<unused\d+>)$"
-)
+#: Re-exported for callers that know it from here; the token names live in the probe module.
+RESERVED_TOKEN = re.compile(RESERVED_TOKEN_PATTERN)
+__all__ = ["token_content"]
 
 
 class ModelConfigError(ValueError):
@@ -51,10 +78,14 @@ class ModelConfigError(ValueError):
 class Architecture:
     model_type: str | None
     architectures: tuple[str, ...]
-    #: The key the text model's config sits under, or None when it is at the top level.
+    #: The key path the text model's config sits under ("thinker_config.text_config"), or None.
     nested_in: str | None
     text_model_type: str | None
     fields: Mapping[str, int | None]
+    #: field -> why its value is not stated (or was taken from the config class's default).
+    notes: Mapping[str, str] = field(default_factory=dict)
+    #: The text model's config object (the level the fields were read from).
+    text: Mapping[str, Any] = field(default_factory=dict)
 
     def get(self, name: str) -> int | None:
         return self.fields.get(name)
@@ -85,8 +116,29 @@ def _int_field(config: Mapping[str, Any], name: str, where: str) -> int | None:
     return value
 
 
+def _text_level(config: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any]]:
+    """(key path, config) of the language model: the top level, or a nested text/language/llm/thinker config."""
+    path: list[str] = []
+    text = config
+    for _ in range(MAX_NESTING):
+        for key in NESTED_CONFIG_KEYS:
+            inner = text.get(key)
+            if inner is None:
+                continue
+            if not isinstance(inner, dict):
+                raise ModelConfigError(f"config.json: {'.'.join([*path, key])} must be an object, not {type(inner).__name__}")
+            # A wrapper that also states the fields on top (some do, for vLLM) is read from the top.
+            if text.get("num_hidden_layers") is None:
+                path.append(key)
+                text = inner
+                break
+        else:
+            break
+    return (".".join(path) or None), text
+
+
 def resolve_architecture(config: Any) -> Architecture:
-    """The language model's shape, from the top level or a nested text/language/llm config."""
+    """The language model's shape, from the top level or a nested text/language/llm/thinker config."""
     if not isinstance(config, dict):
         raise ModelConfigError(f"config.json must hold a JSON object, not {type(config).__name__}")
     archs = config.get("architectures") or []
@@ -95,39 +147,37 @@ def resolve_architecture(config: Any) -> Architecture:
     model_type = config.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise ModelConfigError("config.json: model_type must be a string")
-    nested_in = None
-    text: Mapping[str, Any] = config
-    for key in NESTED_CONFIG_KEYS:
-        inner = config.get(key)
-        if inner is None:
-            continue
-        if not isinstance(inner, dict):
-            raise ModelConfigError(f"config.json: {key} must be an object, not {type(inner).__name__}")
-        # A wrapper that also states the fields on top (some do, for vLLM) is read from the top.
-        if config.get("num_hidden_layers") is None:
-            nested_in, text = key, inner
-        break
+    nested_in, text = _text_level(config)
     where = f"config.json {nested_in}." if nested_in else "config.json: "
     fields = {name: _int_field(text, name, where) for name in ARCH_INT_FIELDS}
-    if nested_in and fields["vocab_size"] is None:
+    notes: dict[str, str] = {}
+    if nested_in and fields["vocab_size"] is None and config.get("vocab_size") is not None:
         fields["vocab_size"] = _int_field(config, "vocab_size", "config.json: ")
+        notes["vocab_size"] = "from the top level of config.json (the nested config has none)"
     text_type = text.get("model_type") if nested_in else model_type
+    text_type = text_type if isinstance(text_type, str) else None
+    defaults = CONFIG_DEFAULTS.get(text_type or "", {})
+    for name in REQUIRED_ARCH_FIELDS + ("num_attention_heads", "num_key_value_heads"):
+        if fields[name] is not None:
+            continue
+        if name in defaults:
+            fields[name] = defaults[name]
+            notes[name] = f"config.json does not state it: the default of transformers' {text_type} config class"
+        elif name == "num_key_value_heads" and text_type in KV_HEADS_FOLLOW_HEADS and fields["num_attention_heads"]:
+            fields[name] = fields["num_attention_heads"]
+            notes[name] = f"config.json does not state it: the {text_type} config class uses num_attention_heads"
+        else:
+            notes[name] = (f"config.json does not state {name}{' under ' + nested_in if nested_in else ''}; "
+                           f"its value is the default of the {text_type or '?'} config class, which envdoctor does not know")
     return Architecture(
         model_type=model_type,
         architectures=tuple(archs),
         nested_in=nested_in,
-        text_model_type=text_type if isinstance(text_type, str) else None,
+        text_model_type=text_type,
         fields=fields,
+        notes=notes,
+        text=text,
     )
-
-
-def token_content(value: Any) -> str | None:
-    """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    return None
 
 
 @dataclass(frozen=True)
@@ -138,68 +188,60 @@ class TokenizerFacts:
     tokenizer_class: str | None
     tokens: Mapping[str, str | None]
     ids: Mapping[str, int | None]
-    #: id -> content of every special token the tokenizer declares.
+    #: id -> content of every added token the tokenizer declares.
     special: Mapping[int, str]
+    #: The text of every chat template (to ask whether a token appears in one), or None.
     chat_template: str | None
     length: int | None = None
     vocab_size: int | None = None
+    #: The added tokens marked special.
+    special_ids: frozenset[int] = frozenset()
+    #: tokenizer.chat_template as transformers sets it: a string, a dict by name, or None.
+    chat_template_value: Any = None
+    chat_template_source: str | None = None
+    vocab: VocabShape = VocabShape(None)
+    reserved_vocab: Mapping[int, str] = field(default_factory=dict)
+    #: id -> the key of config.json / generation_config.json that names it.
+    config_ids: Mapping[int, str] = field(default_factory=dict)
+    #: field -> why it is not known without running code.
+    unknown: Mapping[str, str] = field(default_factory=dict)
+    #: The files the static ids were read from.
+    basis: str = ""
 
 
-def added_tokens(tokenizer_config: Mapping[str, Any]) -> dict[int, str]:
-    decoder = tokenizer_config.get("added_tokens_decoder")
-    found: dict[int, str] = {}
-    if not isinstance(decoder, dict):
-        return found
-    for key, value in decoder.items():
-        content = token_content(value)
-        try:
-            found[int(key)] = content if content is not None else ""
-        except (TypeError, ValueError):
-            continue  # a key that is not an id says nothing about ids
-    return found
-
-
-def tokenizer_class_of(tokenizer_config: Mapping[str, Any]) -> str | None:
-    auto_map = tokenizer_config.get("auto_map")
-    if isinstance(auto_map, dict):
-        ref = auto_map.get("AutoTokenizer")
-        refs = ref if isinstance(ref, list) else [ref]
-        for item in refs:
-            if isinstance(item, str) and item:
-                return item.rsplit(".", 1)[-1]
-    cls = tokenizer_config.get("tokenizer_class")
-    return cls if isinstance(cls, str) else None
+def as_tokenizer_facts(st: StaticTokenizer, config_ids: Mapping[int, str] | None = None,
+                       chat_template: str | None = None) -> TokenizerFacts:
+    text = template_text(st.chat_template) or None
+    return TokenizerFacts(
+        "static", st.tokenizer_class, dict(st.tokens), dict(st.ids), {t.id: t.content for t in st.added},
+        chat_template if chat_template is not None else text, length=st.length, vocab_size=st.vocab_size,
+        special_ids=frozenset(t.id for t in st.added if t.special), chat_template_value=st.chat_template,
+        chat_template_source=st.chat_template_source, vocab=st.vocab, reserved_vocab=dict(st.reserved_vocab),
+        config_ids=dict(config_ids or {}), unknown=dict(st.unknown), basis=st.basis,
+    )
 
 
 def static_tokenizer(json_files: Mapping[str, Any], chat_template: str | None) -> TokenizerFacts:
-    """Ids from tokenizer_config.json (added_tokens_decoder) and special_tokens_map.json."""
-    config = json_files.get("tokenizer_config.json")
-    config = config if isinstance(config, dict) else {}
-    special_map = json_files.get("special_tokens_map.json")
-    special_map = special_map if isinstance(special_map, dict) else {}
-    special = added_tokens(config)
-    by_content = {content: idx for idx, content in sorted(special.items(), reverse=True)}
-    tokens: dict[str, str | None] = {}
-    ids: dict[str, int | None] = {}
-    for role in SPECIAL_ROLES:
-        key = f"{role}_token"
-        content = token_content(config.get(key)) or token_content(special_map.get(key))
-        tokens[role] = content
-        ids[role] = by_content.get(content) if content is not None else None
-    return TokenizerFacts("static", tokenizer_class_of(config), tokens, ids, special, chat_template)
+    """Ids from tokenizer_config.json alone (added_tokens_decoder, then special_tokens_map.json)."""
+    st = from_config_only(json_files, {}, "no tokenizer.json was read")
+    return as_tokenizer_facts(st, chat_template=chat_template)
 
 
 def live_tokenizer(raw: Mapping[str, Any], static: TokenizerFacts) -> TokenizerFacts:
-    """The trusted live load, where it worked; special ids beyond the named ones stay static."""
-    return TokenizerFacts(
-        "live",
-        str(raw.get("class")),
-        {role: raw.get(f"{role}_token") for role in SPECIAL_ROLES},
-        {role: raw.get(f"{role}_token_id") for role in SPECIAL_ROLES},
-        static.special,
-        raw.get("chat_template"),
+    """The trusted live load, where it worked; which ids exist beyond the named ones stays static."""
+    rendered = raw.get("chat_template")
+    texts = [t for t in (static.chat_template, rendered if isinstance(rendered, str) else None) if t]
+    unknown = {k: v for k, v in static.unknown.items() if k not in ("tokenizer_len", "tokenizer_vocab_size")}
+    return replace(
+        static,
+        source="live",
+        tokenizer_class=str(raw.get("class")),
+        tokens={role: raw.get(f"{role}_token") for role in SPECIAL_ROLES},
+        ids={role: raw.get(f"{role}_token_id") for role in SPECIAL_ROLES},
+        chat_template="\n".join(texts) or None,
         length=raw.get("len"),
         vocab_size=raw.get("vocab_size"),
+        unknown=unknown,
     )
 
 
@@ -226,6 +268,10 @@ class ModelFacts:
     auto_map: tuple[Mapping[str, str], ...] = ()
     code: tuple[CodeFile, ...] = ()
     live: Mapping[str, Any] | None = None
+    #: tokenizer.json as the probe reduced it (envdoctor.probe.model_tokenizer), or None.
+    tokenizer_json: Mapping[str, Any] | None = None
+    #: Chat template files (chat_template.jinja, additional_chat_templates/*.jinja) as text.
+    templates: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any]) -> ModelFacts:
@@ -244,6 +290,8 @@ class ModelFacts:
             auto_map=tuple(raw.get("auto_map") or ()),
             code=code,
             live=raw.get("live"),
+            tokenizer_json=raw.get("tokenizer_json") if isinstance(raw.get("tokenizer_json"), dict) else None,
+            templates={str(k): v for k, v in (raw.get("templates") or {}).items() if isinstance(v, str)},
         )
 
     def architecture(self) -> Architecture:
@@ -258,21 +306,45 @@ class ModelFacts:
 
     @property
     def chat_template(self) -> str | None:
-        """The template text, from tokenizer_config.json or a separate template file."""
+        """The text of the chat template(s) AutoTokenizer loads, or None."""
+        return self.static_tokenizer().chat_template
+
+    @property
+    def remote_tokenizer(self) -> str | None:
+        """The auto_map reference of a tokenizer that is the model's own code, or None."""
         config = self.json_files.get("tokenizer_config.json")
-        if isinstance(config, dict):
-            template = config.get("chat_template")
-            if isinstance(template, str) and template:
-                return template
-            if isinstance(template, list) and template:
-                return "\n".join(str(t.get("template", "")) for t in template if isinstance(t, dict))
-        for name in ("chat_template.jinja", "chat_template.json"):
-            if name in self.files:
-                return f"<{name}>"
+        auto_map = config.get("auto_map") if isinstance(config, dict) else None
+        if isinstance(auto_map, list):  # the legacy spelling: [slow, fast]
+            auto_map = {"AutoTokenizer": auto_map}
+        ref = auto_map.get("AutoTokenizer") if isinstance(auto_map, dict) else None
+        for item in ref if isinstance(ref, list) else [ref]:
+            if isinstance(item, str) and item:
+                return item
         return None
 
     def static_tokenizer(self) -> TokenizerFacts:
-        return static_tokenizer(self.json_files, self.chat_template)
+        """What AutoTokenizer would report, from the files only (see envdoctor.tokenizer_static)."""
+        json_files = self.json_files
+        config_ids = named_ids(json_files.get("config.json"), json_files.get("generation_config.json"))
+        reduced = self.tokenizer_json
+        remote = self.remote_tokenizer
+        if remote:
+            why = f"the tokenizer is the model's own code ({remote}): only running it (--trust-remote-code) tells"
+            ranks = self.ranks or {}
+            count = ranks.get("lines") if not ranks.get("error") and (ranks.get("dense") or not ranks.get("verified")) else None
+            names = "<|reserved_token_{id}|>" if any(c.source and "reserved_token_" in c.source for c in self.code) else None
+            st = from_config_only(json_files, self.templates, why, count, names)
+        elif reduced and not reduced.get("error"):
+            st = from_tokenizer_json(json_files, reduced, self.templates)
+        elif reduced:
+            st = from_config_only(json_files, self.templates, f"tokenizer.json cannot be used: {reduced['error']}")
+        elif "tokenizer.model" in self.listing:
+            st = from_config_only(json_files, self.templates, "the folder has only a sentencepiece tokenizer.model, "
+                                  "which transformers converts at load; envdoctor does not read its pieces")
+        else:
+            st = from_config_only(json_files, self.templates, "the folder has no tokenizer.json, tokenizer.model "
+                                  "or tiktoken.model: no tokenizer can be loaded from it")
+        return as_tokenizer_facts(st, config_ids)
 
     def live_result(self, key: str = "trusted") -> Mapping[str, Any] | None:
         if not self.live or not isinstance(self.live.get(key), dict):
@@ -307,28 +379,39 @@ def dflash_target_layer_ids(num_layers: int, draft_layers: int) -> list[int]:
 class MaskChoice:
     token_id: int | None
     token: str | None
-    #: "tokenizer" (its own mask token), "reserved" (an unused reserved id), or "none".
+    #: "tokenizer" (its own mask token), "reserved" (an unused reserved token), "unnamed" (an
+    #: embedding row no token names), or "none".
     source: str
     message: str
+    #: How many ids qualify (reserved tokens + unnamed rows); 0 for the tokenizer's own.
+    count: int = 0
+    reserved: int = 0
+    unnamed: int = 0
 
 
 def choose_mask_token(tok: TokenizerFacts, vocab_size: int | None) -> MaskChoice:
-    """The tokenizer's own mask token, else an unused reserved special id, else none.
+    """The tokenizer's own mask token, else an unused reserved token, else an unnamed row, else none.
 
-    Never bos/eos/pad/unk, nor a token the chat template names: a drafter trained to
-    predict after the pad token learns to see padding everywhere, and loses acceptance.
+    Never bos/eos/pad/unk, a token the chat template names, or an id config.json or
+    generation_config.json names: a drafter trained to predict after the pad token learns
+    to see padding everywhere, and loses acceptance (see envdoctor.mask_candidates).
     """
     if tok.ids.get("mask") is not None:
         return MaskChoice(tok.ids["mask"], tok.tokens.get("mask"), "tokenizer", "the tokenizer has its own mask token")
-    taken = {tok.ids.get(role) for role in ("bos", "eos", "pad", "unk")}
-    template = tok.chat_template or ""
-    for token_id, content in sorted(tok.special.items()):
-        if token_id in taken or not RESERVED_TOKEN.match(content) or content in template:
-            continue
-        if vocab_size is not None and token_id >= vocab_size:
-            continue  # no embedding row for it
-        return MaskChoice(token_id, content, "reserved", f"no mask token; {content} ({token_id}) is reserved and unused")
-    return MaskChoice(None, None, "none", "no mask token and no unused reserved special id: the vocabulary must grow by one token")
+    taken = dict(tok.config_ids)
+    taken.update({tok.ids[role]: f"the {role} token" for role in ("bos", "eos", "pad", "unk")
+                  if tok.ids.get(role) is not None})
+    rows, rows_from = vocab_size, f"config vocab_size {vocab_size}"
+    if rows is None and tok.length is not None:
+        rows, rows_from = tok.length, f"len(tokenizer) {tok.length}"
+    inp = CandidateInput(rows, rows_from, taken, tok.chat_template or "", tok.special, tok.reserved_vocab,
+                         tok.vocab.base_size, tok.vocab.gaps, tok.vocab.unnamed_format)
+    found = find_candidates(inp)
+    message = explain(found, inp)
+    if found.first is None:
+        return MaskChoice(None, None, "none", message)
+    slot = found.first
+    return MaskChoice(slot.token_id, slot.name, slot.kind, message, found.count, found.reserved, found.unnamed)
 
 
 #: EAGLE-3 capture layers by speculators version, read from the released wheels:

@@ -1,7 +1,10 @@
 """The patch engine: what a patch is, its state on a host, and applying or reverting it.
 
 A :class:`Patch` (content, in ``patches/``) names a distribution, the versions that need
-it, the files it touches and a libcst transform ``Module -> Module`` that does no I/O.
+it, the files it touches, a libcst transform ``Module -> Module`` that does no I/O, and
+what that transform changes (``declares``): before anything is written, the new text is
+proven to differ from the old only as declared (:mod:`envdoctor.patch_proof`); a patch
+that changes anything else is refused.
 The engine works from facts the probe already gathered (section ``patch_files``: file
 bytes, RECORD hashes, the ledger), so planning is pure: it decides the state of each patch
 (pending, applied, not-applicable, conflict), and for a pending one the new text, its
@@ -32,6 +35,9 @@ from envdoctor.facts import Environment, HostFacts
 from envdoctor.graph import load_module_file
 from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.patch_host import KILL_AFTER_INTENT_ENV, change_request, run_host_program
+from envdoctor.patch_proof import AddKeyword as AddKeyword  # re-exported: patch files declare with these
+from envdoctor.patch_proof import Declared, prove
+from envdoctor.patch_proof import ReplaceStatement as ReplaceStatement
 from envdoctor.results import Remedy
 from envdoctor.transport.interface import Transport
 
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
     import libcst as cst
 
 PENDING, APPLIED, NOT_APPLICABLE, CONFLICT = "pending", "applied", "not-applicable", "conflict"
+#: The transform's result changes more (or less) than the patch declares: nothing is written.
+REFUSED = "refused"
 
 
 class SkipFile(Exception):
@@ -48,6 +56,16 @@ class SkipFile(Exception):
 
 class TransformMismatch(Exception):
     """Raised by a transform when the file does not hold the code it knows how to change."""
+
+
+class UndeclaredChange(Exception):
+    """The new text differs from the old beyond what the patch declares (see patch_proof)."""
+
+    def __init__(self, path: str, problems: Sequence[str], diff: str) -> None:
+        super().__init__(f"{path}: the patch changes what it does not declare: {'; '.join(problems)}")
+        self.path = path
+        self.problems = tuple(problems)
+        self.diff = diff
 
 
 Transform = Callable[["cst.Module"], "cst.Module"]
@@ -68,6 +86,9 @@ class Patch:
     known_preimages: frozenset[str] = frozenset()
     #: Only applied by fix with the user's --trust-remote-code consent.
     needs_consent: bool = False
+    #: What the transform changes, and nothing else (proven before writing; see patch_proof).
+    #: A patch that declares nothing may change nothing.
+    declares: tuple[Declared, ...] = ()
 
     @property
     def versions(self) -> str:
@@ -97,8 +118,9 @@ def record_hash_hex(record: str | None) -> str | None:
         return None
 
 
-def transform_source(patch: Patch, source: bytes) -> bytes | None:
-    """The patched text, or None when the transform says it is already applied."""
+def transform_source(patch: Patch, source: bytes, path: str = "") -> bytes | None:
+    """The patched text, proven to change only what the patch declares; None when the
+    transform says it is already applied. Raises UndeclaredChange (with the diff) otherwise."""
     import libcst as cst  # here, not at the top: start-up time (see TYPE_CHECKING above)
 
     try:
@@ -110,7 +132,12 @@ def transform_source(patch: Patch, source: bytes) -> bytes | None:
     except SkipFile:
         return None
     data = new.bytes
-    return None if data == source else data
+    if data == source:
+        return None
+    problems = prove(patch.declares, path, source, data)
+    if problems:
+        raise UndeclaredChange(path or "the file", problems, unified_diff(path or "file", source, data))
+    return data
 
 
 def unified_diff(path: str, old: bytes, new: bytes) -> str:
@@ -194,10 +221,12 @@ class PatchPlan:
     changes: tuple[FileChange, ...] = ()
     #: Files an interrupted run already changed: fix only has to record them.
     unrecorded: tuple[str, ...] = ()
+    #: REFUSED: what the transform would have written (its diff), never applied.
+    refused: tuple[FileChange, ...] = ()
 
     @property
     def diff(self) -> str:
-        return "".join(c.diff for c in self.changes)
+        return "".join(c.diff for c in self.changes or self.refused)
 
 
 def _plan_file(
@@ -223,9 +252,12 @@ def _plan_file(
         why = "no RECORD entry" if expected is None else "its hash differs from the distribution's RECORD"
         return CONFLICT, f"{remote.path} is not a file this patch recognises ({why}); it was changed by someone else", None
     try:
-        new = transform_source(patch, remote.data)
+        new = transform_source(patch, remote.data, remote.path)
     except TransformMismatch as exc:
         return CONFLICT, f"{remote.path}: the code this patch changes is not there ({exc})", None
+    except UndeclaredChange as exc:
+        refused = FileChange(patch.id, remote.file, remote.path, patch.distribution, version, current, "", b"", exc.diff)
+        return REFUSED, f"refused, nothing written: {exc}", refused
     if new is None:
         if in_force is not None:
             return APPLIED, f"{remote.path} patched as recorded (and by later patches since)", None
@@ -254,7 +286,11 @@ def plan_patch(patch: Patch, env: Environment, files: PatchFiles) -> PatchPlan:
             results.append(_plan_file(patch, remote, dist.version, files.ledger))
     states = {state for state, _, _ in results}
     messages = "; ".join(message for _, message, _ in results)
-    changes = tuple(change for _, _, change in results if change is not None)
+    if REFUSED in states:
+        # The diff of what the transform wanted, for the report; never a change to apply.
+        refused = tuple(c for state, _, c in results if state == REFUSED and c is not None)
+        return PatchPlan(patch, REFUSED, f"{dist.name} {dist.version}: {messages}", dist.version, refused=refused)
+    changes = tuple(change for state, _, change in results if change is not None and state != REFUSED)
     for state in (CONFLICT, PENDING, APPLIED):
         if state in states:
             unrecorded = tuple(c.file for c in changes if not c.diff)
@@ -358,6 +394,32 @@ def shipped_patches() -> tuple[Patch, ...]:
         if not info.name.startswith("_"):
             found.extend(patches_in(importlib.import_module(f"envdoctor.patches.{info.name}")))
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class GenericPatch:
+    """A patch that has no fixed files: ``check`` builds one :class:`Patch` per file it finds
+    (the trust_remote_code patch). Declared in its module so that ``patches list`` and
+    ``patches show`` name every patch ``fix`` can apply."""
+
+    id: str
+    summary: str
+    why: str
+    #: Which installed code it applies to, in words ("libraries that depend on transformers ...").
+    applies_to: str
+    needs_consent: bool = False
+
+
+@cache
+def generic_patches() -> tuple[GenericPatch, ...]:
+    """Every :class:`GenericPatch` declared in the ``patches`` package."""
+    root = importlib.import_module("envdoctor.patches")
+    return tuple(
+        value
+        for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda i: i.name) if not info.name.startswith("_")
+        for value in vars(importlib.import_module(f"envdoctor.patches.{info.name}")).values()
+        if isinstance(value, GenericPatch)
+    )
 
 
 @cache

@@ -17,6 +17,9 @@ class Status(StrEnum):
     BLOCKED = "blocked"
     SKIPPED = "skipped"
     ERROR = "error"
+    #: The user waived the check (``--skip ID`` or ``skip`` in envdoctor.toml): it still runs
+    #: and says what it found, but never fails the run.
+    WAIVED = "waived"
 
     @property
     def is_problem(self) -> bool:
@@ -106,6 +109,18 @@ def failed(message: str, *, why: str = "", remedy: Remedy | None = None, **detai
 
 def skipped(reason: str, **details: Any) -> CheckResult:
     return CheckResult("", Status.SKIPPED, reason, details=details)
+
+
+def waive(result: CheckResult, reason: str) -> CheckResult:
+    """The user's waiver over a check's own outcome: status ``waived``, the reason first, and
+    what the check found kept (``waived_status``) so that the report still shows it."""
+    from dataclasses import replace
+
+    return replace(
+        result, status=Status.WAIVED, message=f"waived ({reason}): {result.status}: {result.message}",
+        remedy=None, blocked_by=None,
+        details={**result.details, "waived_status": str(result.status), "waiver_reason": reason},
+    )
 
 
 def errored(message: str, *, why: str = "", remedy: Remedy | None = None, **details: Any) -> CheckResult:

@@ -6,12 +6,14 @@ that restores each backup after checking the file is still what envdoctor wrote.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envdoctor.errors import PatchError
 from envdoctor.fleet import FleetSettings, open_transport
 from envdoctor.gather import gather_facts
 from envdoctor.inventory import HostSpec
+from envdoctor.ledger import LedgerEntry, applied_patches
 from envdoctor.logsafe import get_logger
 from envdoctor.patching import PatchFiles, RevertResult, revert_patch
 
@@ -24,6 +26,8 @@ class HostRevert:
     patch: str
     files: tuple[RevertResult, ...] = ()
     error: str | None = None
+    #: Nothing to do, and why (the patch was already reverted).
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -36,7 +40,17 @@ class HostRevert:
         }
         if self.error:
             data["error"] = self.error
+        if self.note:
+            data["note"] = self.note
         return data
+
+
+def already_reverted(ledger: Sequence[LedgerEntry], patch_id: str) -> LedgerEntry | None:
+    """The last completed revert of ``patch_id`` when none of its changes is in force any more."""
+    if any(pid == patch_id for pid, _ in applied_patches(ledger)):
+        return None
+    reverts = [e for e in ledger if e.patch == patch_id and e.op == "revert" and e.phase == "done"]
+    return reverts[-1] if reverts else None
 
 
 async def revert_on_host(spec: HostSpec, settings: FleetSettings, patch_id: str) -> HostRevert:
@@ -52,6 +66,10 @@ async def revert_on_host(spec: HostSpec, settings: FleetSettings, patch_id: str)
         if env is None or not env.runs or files is None or files.error:
             reason = (files.error if files else None) or f"no working Python environment at {spec.venv or 'python3'}"
             return HostRevert(spec.name, patch_id, error=reason)
+        already = already_reverted(files.ledger, patch_id)
+        if already is not None:
+            return HostRevert(spec.name, patch_id, note=f"{patch_id} was already reverted in {env.prefix} "
+                                                        f"(at {already.time or 'an unknown time'}); nothing to do")
         try:
             results = await revert_patch(transport, env, files, patch_id)
         except PatchError as exc:

@@ -18,15 +18,20 @@ byte filter also runs on remote hosts inside the probe (:mod:`envdoctor.probe.so
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from envdoctor.probe.sources import compile_site_filter, bytes_are_utf8, bytes_might_hold_site
+from envdoctor.scan_exports import ExportTable, exports_of_source, module_of_relative_path, resolve_relative
+
+__all__ = ["ExportTable", "resolve_relative"]  # re-exported: scan_sites and the tests import them from here
 
 # States of a site, as the JSON contract names them.
 OK, EXPLICIT_FALSE, PARAMETERIZED, KWARGS, MISSING = "ok", "explicit-false", "parameterized", "kwargs", "missing"
@@ -37,6 +42,9 @@ GAPS = frozenset({MISSING, EXPLICIT_FALSE})
 KEYWORD = "trust_remote_code"
 
 _AUTO_CLASS = re.compile(r"^(?:TF|Flax)?Auto[A-Z]\w*$")
+#: Auto classes whose ``from_config`` builds a model (and so runs its code): not the
+#: config, tokenizer or processor classes, which have no such method.
+_FROM_CONFIG_CLASS = re.compile(r"^(?:TF|Flax)?Auto(?:Model\w*|Backbone)$")
 
 #: vLLM entry points, by every module path they are importable from -> the name we report.
 VLLM_CALLEES: dict[str, str] = {
@@ -72,15 +80,30 @@ _ALIAS_OF_AUTO = r"=(?<![=!<>]=)[\s(\\]*(?:\w+\s*\.\s*)*" + _AUTO + r"(?!\w)(?![
 #: imported or reached as an attribute (an alias's value names it too). So the filtered scan
 #: finds exactly what parsing every file finds, except a comment placed between a class and
 #: ``.from_pretrained`` (never seen).
-FILTER_PATTERNS: tuple[tuple[tuple[str, str], ...], ...] = (
-    (("from_pretrained", _AUTO + r"[\s)\\]*\.\s*from_pretrained\b"),),
-    (("from_pretrained", r"\.\s*from_pretrained\b"), (" as", _AUTO + r"\s+as\s+\w")),
-    (("from_pretrained", r"\.\s*from_pretrained\b"), ("Auto", _ALIAS_OF_AUTO)),
+FILTER_PATTERNS: tuple[tuple[tuple[str, str], ...], ...] = tuple(
+    group
+    for method in ("from_pretrained", "from_config")
+    for group in (
+        ((method, _AUTO + r"[\s)\\]*\.\s*" + method + r"\b"),),
+        ((method, r"\.\s*" + method + r"\b"), (" as", _AUTO + r"\s+as\s+\w")),
+        ((method, r"\.\s*" + method + r"\b"), ("Auto", _ALIAS_OF_AUTO)),
+    )
+) + (
     (("LLM", _referenced("LLM")),),
     (("EngineArgs", _referenced(r"\w*EngineArgs")),),
     (("ModelConfig", _referenced("ModelConfig")),),
 )
 _COMPILED_FILTER = compile_site_filter(FILTER_PATTERNS)
+
+_LOADER_NAME = r"(?:" + _AUTO + r"|LLM|\w*EngineArgs|ModelConfig)"
+#: The second byte filter: files that import a loader name (on an import line, or alone on a
+#: line of a parenthesised import list) may re-export it to the rest of their package; ``ast``
+#: reads their imports (see :mod:`envdoctor.scan_exports`).
+EXPORT_PATTERNS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("import", r"(?:\bimport\b[^\n]*\b|^[ \t]*(?=" + _LOADER_NAME + r"[ \t]*(?:,|\)|\\|$|as\b)))"
+                + _LOADER_NAME + r"\b"),),
+)
+_COMPILED_EXPORT_FILTER = compile_site_filter(EXPORT_PATTERNS)
 
 
 def might_contain_site(data: bytes) -> bool:
@@ -88,9 +111,14 @@ def might_contain_site(data: bytes) -> bool:
     return bytes_might_hold_site(data, _COMPILED_FILTER)
 
 
-def filter_args() -> list[list[list[str]]]:
+def might_export_loader(data: bytes) -> bool:
+    """False means the file certainly binds no loader name its package could re-export."""
+    return bytes_might_hold_site(data, _COMPILED_EXPORT_FILTER)
+
+
+def filter_args(patterns: tuple[tuple[tuple[str, str], ...], ...] = FILTER_PATTERNS) -> list[list[list[str]]]:
     """The filter's patterns as JSON, for the probe section that runs it on a host."""
-    return [[list(pair) for pair in group] for group in FILTER_PATTERNS]
+    return [[list(pair) for pair in group] for group in patterns]
 
 
 @dataclass(frozen=True)
@@ -130,6 +158,8 @@ class ScanReport:
     files: int = 0
     bytes: int = 0
     parsed: int = 0
+    #: What the scanned modules re-export (the generic patch resolves names with it too).
+    exports: ExportTable = field(default_factory=ExportTable, compare=False)
 
     @property
     def gaps(self) -> tuple[Site, ...]:
@@ -139,33 +169,27 @@ class ScanReport:
         return {"sites": [s.to_json() for s in self.sites], "errors": [e.to_json() for e in self.errors]}
 
 
-def resolve_relative(name: str, package: str | None) -> str | None:
-    """``..auto.AutoModel`` inside package ``transformers.models.bert`` -> absolute; None if unknown."""
-    if not name.startswith("."):
-        return name
-    if not package:
-        return None
-    rest = name.lstrip(".")
-    up = len(name) - len(rest) - 1
-    parts = package.split(".")
-    if up >= len(parts):
-        return None
-    base = parts[: len(parts) - up]
-    return ".".join(base + ([rest] if rest else []))
-
-
 def canonical_callee(qualified: str) -> str | None:
-    """The reported name of a resolved callee, or None when it is not a model loader."""
+    """The reported name of a resolved callee, or None when it is not a model loader.
+
+    ``Auto*.from_config`` builds a model from a config and runs the model's own code as
+    ``from_pretrained`` does: it is a site of its own kind (``transformers.AutoModel.from_config``).
+    """
     if qualified in VLLM_CALLEES:
         return VLLM_CALLEES[qualified]
     parts = qualified.split(".")
-    if len(parts) >= 3 and parts[0] == "transformers" and parts[-1] == "from_pretrained" and _AUTO_CLASS.match(parts[-2]):
+    if len(parts) < 3 or parts[0] != "transformers":
+        return None
+    if parts[-1] == "from_pretrained" and _AUTO_CLASS.match(parts[-2]):
         return f"transformers.{parts[-2]}.from_pretrained"
+    if parts[-1] == "from_config" and _FROM_CONFIG_CLASS.match(parts[-2]):
+        return f"transformers.{parts[-2]}.from_config"
     return None
 
 
 def scan_source(
-    source: bytes, path: str, *, package: str | None = None, shortcuts: bool = True
+    source: bytes, path: str, *, package: str | None = None, shortcuts: bool = True,
+    exports: ExportTable | None = None,
 ) -> tuple[list[Site], ScanError | None]:
     """The sites in one file's bytes; an unreadable file is an error value, never an exception.
 
@@ -179,7 +203,7 @@ def scan_source(
     # libcst takes ~150 ms to import: only runs that parse a file pay for it.
     from envdoctor.scan_sites import sites_in_text
 
-    return sites_in_text(source, text, path, package=package, shortcuts=shortcuts)
+    return sites_in_text(source, text, path, package=package, shortcuts=shortcuts, exports=exports)
 
 
 def package_of_relative_path(relpath: str) -> str | None:
@@ -188,14 +212,68 @@ def package_of_relative_path(relpath: str) -> str | None:
     return parent.replace("/", ".") or None
 
 
-def package_of_file(path: Path) -> str | None:
-    """The dotted package a file belongs to, found by walking up the __init__.py files."""
+def package_of_file(path: Path, root: Path | None = None) -> str | None:
+    """The dotted package a file belongs to (see :func:`_package_of_folder`)."""
+    return _package_of_folder(str(path.resolve().parent), str(root.resolve()) if root is not None else None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_of_folder(folder: str, root: str | None) -> str | None:
+    """Below a ``site-packages`` folder, every folder up to it (namespace packages, such as
+    ``sglang/srt``, have no ``__init__.py``); elsewhere the folders inside the scanned root
+    and, above it, those with an ``__init__.py``."""
+    chain = [Path(folder), *Path(folder).parents]
+    for index, ancestor in enumerate(chain):
+        if ancestor.name in ("site-packages", "dist-packages"):
+            names = [c.name for c in reversed(chain[:index])]
+            return ".".join(names) if all(n.isidentifier() for n in names) and names else None
+    inside = Path(root) if root is not None else None
     parts: list[str] = []
-    folder = path.resolve().parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        parts.insert(0, folder.name)
-        folder = folder.parent
+    current = Path(folder)
+    while current.parent != current and current.name.isidentifier() and (
+        (current / "__init__.py").is_file() or (inside is not None and inside in current.parents)
+    ):
+        parts.insert(0, current.name)
+        current = current.parent
     return ".".join(parts) or None
+
+
+def module_of_file(path: Path, root: Path | None = None) -> tuple[str, str | None]:
+    """(module, package) of a file, named as :func:`package_of_file` names its package."""
+    package = package_of_file(path, root)
+    stem = path.name.rsplit(".", 1)[0]
+    if stem == "__init__":
+        return package or "", package
+    return f"{package}.{stem}" if package else stem, package
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """What reading one file told (phase 1): its size, whether libcst must see it, what it exports."""
+
+    abspath: str
+    relpath: str
+    size: int
+    parse: bool
+    module: str
+    package: str | None
+    exports: tuple[tuple[str, str], ...]
+    error: ScanError | None = None
+
+
+def _survey_file(task: tuple[str, str, str | None, bool]) -> _Survey:
+    """Worker: read one file, run both byte filters, read its exports with ``ast``."""
+    abspath, relpath, root, use_filter = task
+    module, package = module_of_file(Path(abspath), Path(root) if root else None)
+    try:
+        data = Path(abspath).read_bytes()
+    except OSError as exc:
+        return _Survey(abspath, relpath, 0, False, module, package, (),
+                       ScanError(relpath, f"unreadable: {exc.strerror}"))
+    # A file that is not UTF-8 is reported as an error whether or not it passes the filter.
+    parse = not use_filter or might_contain_site(data) or not bytes_are_utf8(data)
+    exports = exports_of_source(data, module, package) if not use_filter or might_export_loader(data) else {}
+    return _Survey(abspath, relpath, len(data), parse, module, package, tuple(sorted(exports.items())))
 
 
 @dataclass(frozen=True)
@@ -206,17 +284,14 @@ class _FileResult:
     parsed: bool
 
 
-def _scan_file(task: tuple[str, str, bool, bool]) -> _FileResult:
-    """Worker: read, filter and parse one file (module-level so worker processes can run it)."""
-    abspath, relpath, use_filter, shortcuts = task
+def _scan_file(task: tuple[str, str, str | None, bool, ExportTable]) -> _FileResult:
+    """Worker: parse one file that passed the filter (module-level so worker processes can run it)."""
+    abspath, relpath, package, shortcuts, exports = task
     try:
         data = Path(abspath).read_bytes()
     except OSError as exc:
         return _FileResult((), ScanError(relpath, f"unreadable: {exc.strerror}"), 0, False)
-    # A file that is not UTF-8 is reported as an error whether or not it passes the filter.
-    if use_filter and not might_contain_site(data) and bytes_are_utf8(data):
-        return _FileResult((), None, len(data), False)
-    sites, error = scan_source(data, relpath, package=package_of_file(Path(abspath)), shortcuts=shortcuts)
+    sites, error = scan_source(data, relpath, package=package, shortcuts=shortcuts, exports=exports)
     return _FileResult(tuple(sites), error, len(data), True)
 
 
@@ -224,7 +299,10 @@ def _scan_file(task: tuple[str, str, bool, bool]) -> _FileResult:
 class TrustRemoteCodeScanner:
     """Scans files and folders for model-loading calls.
 
-    ``jobs`` > 1 parses in that many worker processes (libcst is CPU-bound).
+    Two passes: every file is read once and run through the byte filters (the files that
+    import a loader name also tell, with ``ast``, what they re-export); then libcst parses
+    the files that may hold a site, resolving names across the scanned modules.
+    ``jobs`` > 1 runs both passes in that many worker processes (libcst is CPU-bound).
     ``use_filter=False`` reads every file past the byte filter, and ``shortcuts=False``
     resolves names in every whole file with libcst (see :func:`scan_source`): slower, with
     the same findings; kept for the tests and the benchmark that prove it.
@@ -248,31 +326,42 @@ class TrustRemoteCodeScanner:
                     yield full, os.path.relpath(full, root)
 
     def scan(self, paths: Iterable[str | os.PathLike[str]]) -> ScanReport:
-        tasks = [(a, r, self.use_filter, self.shortcuts) for p in paths for a, r in self.python_files(Path(p))]
-        return self._collect(self._run(tasks))
+        tasks = []
+        for path in paths:
+            root = Path(path)
+            scope = None if root.is_file() else str(root)
+            tasks.extend((a, r, scope, self.use_filter) for a, r in self.python_files(root))
+        with self._pool(len(tasks)) as pool:
+            surveys = list(self._map(pool, _survey_file, tasks))
+            exports = ExportTable.build({s.module: dict(s.exports) for s in surveys if s.exports})
+            parse = [(s.abspath, s.relpath, s.package, self.shortcuts, exports)
+                     for s in surveys if s.parse and s.error is None]
+            results = list(self._map(pool, _scan_file, parse))
+        return replace(self._collect(surveys, results), exports=exports)
 
-    def _run(self, tasks: Sequence[tuple[str, str, bool, bool]]) -> Iterable[_FileResult]:
-        if self.jobs <= 1 or len(tasks) < 2:
-            return map(_scan_file, tasks)
-        with ProcessPoolExecutor(max_workers=self.jobs) as pool:
-            # Small chunks: the few files that pass the filter cost nearly all the time, and
-            # they cluster in folders, so big chunks would leave one worker with all of them.
-            return list(pool.map(_scan_file, tasks, chunksize=max(1, min(16, len(tasks) // (self.jobs * 8)))))
+    def _pool(self, count: int) -> Any:
+        if self.jobs <= 1 or count < 2:
+            return contextlib.nullcontext(None)
+        return ProcessPoolExecutor(max_workers=self.jobs)
+
+    def _map(self, pool: ProcessPoolExecutor | None, func: Any, tasks: Sequence[Any]) -> Iterable[Any]:
+        if pool is None:
+            return map(func, tasks)
+        # Small chunks: the few files that pass the filter cost nearly all the time, and
+        # they cluster in folders, so big chunks would leave one worker with all of them.
+        return list(pool.map(func, tasks, chunksize=max(1, min(16, len(tasks) // (self.jobs * 8)))))
 
     @staticmethod
-    def _collect(results: Iterable[_FileResult]) -> ScanReport:
+    def _collect(surveys: Sequence[_Survey], results: Sequence[_FileResult]) -> ScanReport:
         sites: list[Site] = []
-        errors: list[ScanError] = []
-        files = size = parsed = 0
+        errors: list[ScanError] = [s.error for s in surveys if s.error is not None]
         for result in results:
-            files += 1
-            size += result.size
-            parsed += result.parsed
             sites.extend(result.sites)
             if result.error is not None:
                 errors.append(result.error)
         sites.sort(key=lambda s: (s.path, s.line, s.column))
-        return ScanReport(tuple(sites), tuple(errors), files, size, parsed)
+        errors.sort(key=lambda e: e.path)
+        return ScanReport(tuple(sites), tuple(errors), len(surveys), sum(s.size for s in surveys), len(results))
 
 
 #: Libraries whose dependents load models: their installed dependents are scanned by ``check``.
@@ -288,7 +377,9 @@ def sources_request(venv: str | None, extra: Sequence[str] = ()) -> dict[str, An
     return {
         "prefix": venv,
         "depends_on": list(LOADER_LIBRARIES),
+        "imports": list(LOADER_LIBRARIES),
         "extra": list(extra),
         "patterns": filter_args(),
+        "export_patterns": filter_args(EXPORT_PATTERNS),
         "max_total_bytes": MAX_SHIPPED_BYTES,
     }

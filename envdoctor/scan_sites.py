@@ -31,14 +31,16 @@ from envdoctor.scan import (
     ScanError,
     Site,
     canonical_callee,
-    resolve_relative,
 )
+from envdoctor.scan_exports import ExportTable, resolve_export, resolve_relative
 from envdoctor.scan_prune import candidate_names, prune_source
 
 #: Last names of the vLLM entry points, for the quick look before names are resolved.
 _VLLM_NAMES = frozenset(name.rsplit(".", 1)[1] for name in VLLM_CALLEES)
+#: Methods of the transformers Auto classes that load a model's code.
+LOADER_METHODS = frozenset({"from_pretrained", "from_config"})
 #: Last attributes of a call that can be a site: ``X.from_pretrained``, ``vllm.LLM``.
-_LOADER_ATTRIBUTES = _VLLM_NAMES | {"from_pretrained"}
+_LOADER_ATTRIBUTES = _VLLM_NAMES | LOADER_METHODS
 
 
 def classify(call: cst.Call) -> str:
@@ -61,18 +63,24 @@ class _SiteFinder(cst.CSTVisitor):
     a simple alias (``X = AutoTokenizer`` then ``X.from_pretrained(...)``).
 
     QualifiedNameProvider follows imports only; an alias is a name whose every assignment
-    in the scope that binds it is ``name = <imported name or attribute of one>`` and all of
-    them resolve to the same loader. A name also bound otherwise (a parameter, a loop, an
-    import, any other value) or assigned two different things is not resolved.
+    in the scope that binds it is ``name = <imported name or attribute of one>`` and every
+    one of them resolves to a loader (``load_class = AutoModelForCausalLM`` in one branch,
+    ``AutoModelForVision2Seq`` in another: the site reports the first name in sorted order).
+    A name also bound otherwise (a parameter, a loop, an import, any other value) is not
+    resolved. Names a module of the scanned distribution re-exports are followed through
+    ``exports`` (see :mod:`envdoctor.scan_exports`).
     """
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ScopeProvider)
 
-    def __init__(self, path: str, package: str | None) -> None:
+    def __init__(self, path: str, package: str | None, exports: ExportTable | None = None) -> None:
         super().__init__()
         self.path = path
         self.package = package
+        self.exports = exports
         self.sites: list[Site] = []
+        #: Each site with the Call node it was found at (the identity a patch edits).
+        self.nodes: list[tuple[Site, cst.Call]] = []
         #: Target of each ``name = a.b`` -> its value (nodes compare by identity).
         self._alias_values: dict[cst.Name, cst.BaseExpression] = {}
         #: Calls that did not resolve but might through an alias, with their leftmost name.
@@ -107,7 +115,9 @@ class _SiteFinder(cst.CSTVisitor):
 
     def _add(self, node: cst.Call, callee: str) -> None:
         start = self.get_metadata(PositionProvider, node).start
-        self.sites.append(Site(self.path, start.line, start.column, callee, classify(node)))
+        site = Site(self.path, start.line, start.column, callee, classify(node))
+        self.sites.append(site)
+        self.nodes.append((site, node))
 
     def _callee(self, node: cst.Call) -> str | None:
         return self._loader(self.get_metadata(QualifiedNameProvider, node.func, set()), "")
@@ -117,6 +127,8 @@ class _SiteFinder(cst.CSTVisitor):
         for qualified in names:
             absolute = resolve_relative(qualified.name, self.package)
             callee = canonical_callee(absolute + suffix) if absolute else None
+            if callee is None and absolute and self.exports:
+                callee = canonical_callee(resolve_export(absolute + suffix, self.exports))
             if callee:
                 found.add(callee)
         # Conditional imports can give one name two meanings; report it once, stably.
@@ -141,8 +153,11 @@ class _SiteFinder(cst.CSTVisitor):
             value = self._alias_values.get(binding.node) if isinstance(binding, Assignment) else None
             if value is None:
                 return None
-            callees.add(self._loader(self.get_metadata(QualifiedNameProvider, value, set()), suffix))
-        return callees.pop() if len(callees) == 1 else None
+            callee = self._loader(self.get_metadata(QualifiedNameProvider, value, set()), suffix)
+            if callee is None:
+                return None
+            callees.add(callee)
+        return min(callees) if callees else None
 
 
 class _CandidateFinder(cst.CSTVisitor):
@@ -222,7 +237,8 @@ def has_candidate_calls(module: cst.Module) -> bool:
 
 
 def find_sites(
-    wrapper: MetadataWrapper, path: str, *, package: str | None = None, precheck: bool = True
+    wrapper: MetadataWrapper, path: str, *, package: str | None = None, precheck: bool = True,
+    exports: ExportTable | None = None,
 ) -> list[Site]:
     """Every model-loading call in a module, in source order.
 
@@ -230,11 +246,19 @@ def find_sites(
     through relative imports cannot be resolved and are not reported. ``precheck`` skips
     name resolution when no call has the shape of a site (see :class:`_CandidateFinder`).
     """
+    return [site for site, _ in site_nodes(wrapper, path, package=package, precheck=precheck, exports=exports)]
+
+
+def site_nodes(
+    wrapper: MetadataWrapper, path: str, *, package: str | None = None, precheck: bool = True,
+    exports: ExportTable | None = None,
+) -> list[tuple[Site, cst.Call]]:
+    """:func:`find_sites` with the Call node of each site in ``wrapper.module``."""
     if precheck and not has_candidate_calls(wrapper.module):
         return []
-    finder = _SiteFinder(path, package)
+    finder = _SiteFinder(path, package, exports)
     wrapper.visit(finder)
-    return sorted(finder.sites, key=lambda s: (s.line, s.column))
+    return sorted(finder.nodes, key=lambda pair: (pair[0].line, pair[0].column))
 
 
 def _parse_error(path: str, exc: Exception) -> ScanError:
@@ -265,7 +289,7 @@ def _pruned_module(text: str) -> cst.Module | object | None:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None  # maybe syntax newer than this interpreter's: let libcst decide
-    names = candidate_names(tree, {"from_pretrained"}, _VLLM_NAMES)
+    names = candidate_names(tree, LOADER_METHODS, _VLLM_NAMES)
     if not names:
         return _NO_CANDIDATES
     pruned = prune_source(text, tree, names)
@@ -278,7 +302,8 @@ def _pruned_module(text: str) -> cst.Module | object | None:
 
 
 def sites_in_text(
-    source: bytes, text: str, path: str, *, package: str | None, shortcuts: bool
+    source: bytes, text: str, path: str, *, package: str | None, shortcuts: bool,
+    exports: ExportTable | None = None,
 ) -> tuple[list[Site], ScanError | None]:
     """:func:`envdoctor.scan.scan_source` once ``source`` decoded as UTF-8 to ``text``."""
     pruned = _pruned_module(text) if shortcuts else None
@@ -286,18 +311,21 @@ def sites_in_text(
         return [], None
     if isinstance(pruned, cst.Module):
         try:
-            return _resolve(pruned, path, package, precheck=True), None
+            return _resolve(pruned, path, package, precheck=True, exports=exports), None
         except Exception:  # the pruned tree upset name resolution: resolve the original instead
             pass
     module, error = parse_module(source, path)
     if module is None:
         return [], error
     try:
-        return _resolve(module, path, package, precheck=shortcuts), None
+        return _resolve(module, path, package, precheck=shortcuts, exports=exports), None
     except Exception as exc:  # a metadata failure on one exotic file must not end the scan
         return [], ScanError(path, f"cannot resolve names: {type(exc).__name__}: {exc}")
 
 
-def _resolve(module: cst.Module, path: str, package: str | None, *, precheck: bool) -> list[Site]:
+def _resolve(
+    module: cst.Module, path: str, package: str | None, *, precheck: bool, exports: ExportTable | None
+) -> list[Site]:
     # No copy: nothing here changes the tree, and copying costs as much as parsing.
-    return find_sites(MetadataWrapper(module, unsafe_skip_copy=True), path, package=package, precheck=precheck)
+    return find_sites(MetadataWrapper(module, unsafe_skip_copy=True), path, package=package, precheck=precheck,
+                      exports=exports)

@@ -4,17 +4,20 @@
 interpreter, tokenizer ids, architecture, drafter settings). ``envdoctor run`` runs the
 checks a stage requires and, only when they pass, its command with the venv's absolute
 interpreter over the same connection. Placeholders in the command are filled with values
-quoted by ``shlex``; a placeholder no fact provides is a usage error before anything runs.
+quoted by ``shlex``; a placeholder no fact provides is a usage error before anything runs,
+and so is one inside quotes (its quoting would be undone). Facts read from model files are
+validated first (ids are integers, class names identifiers) and are also passed to the
+command as ``ENVDOCTOR_<NAME>`` environment variables.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import re
 import shlex
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from envdoctor.errors import EnvdoctorError, TransportError, UsageError
@@ -22,6 +25,7 @@ from envdoctor.facts import Environment, HostFacts
 from envdoctor.fleet import FleetSettings, open_transport
 from envdoctor.gather import gather_facts
 from envdoctor.graph import CheckGraph, RemedySettings
+from envdoctor.gpu.document import gpu_facts
 from envdoctor.inventory import HostSpec, Stage
 from envdoctor.logsafe import get_logger
 from envdoctor.models import (
@@ -32,7 +36,9 @@ from envdoctor.models import (
     eagle3_target_layer_ids,
     models_from_facts,
 )
+from envdoctor.model_facts_doc import mask_section, tokenizer_section
 from envdoctor.results import CheckResult
+from envdoctor.stage_programs import DETACHER, SUPERVISOR
 from envdoctor.transport.interface import OutputSink, Transport
 
 log = get_logger(__name__)
@@ -60,48 +66,15 @@ FACT_PLACEHOLDERS: dict[str, str] = {
     "mask_token_id_candidate": "dflash.mask_token_id_candidate",
     "eagle3_target_layer_ids": "eagle3.target_layer_ids",
 }
-#: Start of the wrapper that runs a stage: the venv's bin first on PATH, as `activate` does.
-_STAGE_ENV = 'if [ -n "$1" ]; then VIRTUAL_ENV=$1; PATH=$1/bin:$PATH; export VIRTUAL_ENV PATH; fi; '
-#: Runs a stage's command on the host (Python 3.6+, stdlib) in a process group of its own,
-#: and stops that group when its stdin closes: over SSH without a pty, a Ctrl-C or a dropped
-#: connection would otherwise leave a training job running with nobody watching it.
-_SUPERVISOR = r"""
-import os, signal, subprocess, sys, threading
-venv, command = sys.argv[1], sys.argv[2]
-env = dict(os.environ)
-if venv:
-    env["VIRTUAL_ENV"] = venv
-    env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env.get("PATH", "")
-child = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-
-def stop_when_client_leaves():
-    try:
-        while os.read(0, 65536):
-            pass
-    except OSError:
-        pass
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
-        if child.poll() is not None:
-            return
-        try:
-            os.killpg(child.pid, sig)
-        except OSError:
-            return
-        if grace:
-            try:
-                child.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
-
-threading.Thread(target=stop_when_client_leaves, daemon=True).start()
-status = child.wait()
-# os._exit: the watcher thread is still blocked in read(); a normal exit would wait on it.
-os._exit(128 - status if status < 0 else status)
-"""
-_DETACH_WRAPPER = _STAGE_ENV + (
-    'log=$3; mkdir -p "$(dirname "$log")" || exit 1; '
-    'nohup sh -c "$2" > "$log" 2>&1 < /dev/null & echo "$!"'
-)
+#: Facts whose values are numbers (ids, sizes, counts) or lists of numbers.
+_INT_FACTS = ("vocab_size", "hidden_size", "num_hidden_layers", "bos_token_id", "eos_token_id", "pad_token_id",
+              "unk_token_id", "mask_token_id", "draft_layers", "dflash_mask_token_id", "mask_token_id_candidate")
+_INT_LIST_FACTS = ("dflash_target_layer_ids", "eagle3_target_layer_ids")
+#: Facts that are names: a class name is an identifier; a model type may have '-' and '.'.
+_NAME_FACTS = {"tokenizer_class": re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z"),
+               "architecture": re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z"),
+               "model_type": re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")}
+ENV_PREFIX = "ENVDOCTOR_"
 
 
 def target_environment(spec: HostSpec, facts: HostFacts) -> Environment | None:
@@ -135,6 +108,7 @@ def facts_document(spec: HostSpec, facts: HostFacts, model: ModelFacts | None, d
         "venv": spec.venv,
         "python_version": env.version if env else None,
         "model": model.path if model else None,
+        "gpu": gpu_facts(facts.section("gpu-stack")),
         "problems": [],
     }
     if model is None:
@@ -159,15 +133,7 @@ def facts_document(spec: HostSpec, facts: HostFacts, model: ModelFacts | None, d
                 ("hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads", "num_key_value_heads",
                  "kv_lora_rank", "q_lora_rank", "n_routed_experts", "num_experts_per_tok")})
     tok = model.tokenizer()
-    doc["tokenizer_class"] = tok.tokenizer_class
-    doc["tokenizer_facts_from"] = tok.source
-    for role in ("bos", "eos", "pad", "unk", "mask"):
-        doc[f"{role}_token"] = tok.tokens.get(role)
-        doc[f"{role}_token_id"] = tok.ids.get(role)
-    doc["tokenizer_len"] = tok.length
-    doc["tokenizer_vocab_size"] = tok.vocab_size
-    doc["special_tokens"] = len(tok.special)
-    doc["chat_template"] = model.chat_template is not None
+    doc.update(tokenizer_section(model, tok, arch))
     if model.live is not None:
         trusted = model.live_result("trusted") or {}
         doc["rendered_chat_template"] = trusted.get("chat_template")
@@ -185,9 +151,7 @@ def facts_document(spec: HostSpec, facts: HostFacts, model: ModelFacts | None, d
         "draft_layers": draft_layers,
         "target_layer_ids": dflash_target_layer_ids(layers, draft_layers) if layers else None,
         "mask_token_id_candidate": mask.token_id,
-        "mask_token_candidate": mask.token,
-        "mask_token_source": mask.source,
-        "mask_token_note": mask.message,
+        **mask_section(mask),
     }
     installed = env.installed.get("speculators") if env else None
     speculators = installed.version if installed else None
@@ -216,7 +180,60 @@ def command_placeholders(template: str) -> list[str]:
         if name not in BASE_PLACEHOLDERS and name not in FACT_PLACEHOLDERS:
             known = ", ".join(sorted((*BASE_PLACEHOLDERS, *FACT_PLACEHOLDERS)))
             raise UsageError(f"unknown placeholder {{{name}}} in the stage command", hint=f"known placeholders: {known}")
+    quoted = quoted_placeholders(template)
+    if quoted:
+        name = quoted[0]
+        raise UsageError(
+            f"the stage command puts {{{name}}} inside quotes (or after a backslash), where envdoctor's own "
+            "quoting would be undone",
+            hint=f"write {{{name}}} without quotes (envdoctor quotes every value), or use \"${env_name(name)}\"",
+        )
     return fields
+
+
+def quoted_placeholders(template: str) -> list[str]:
+    """Placeholders that sit inside '...' or "..." of a POSIX shell command, or right after a
+    backslash: a value quoted by shlex.quote there would close the quotes (or lose its
+    opening one) and could open a command substitution instead."""
+    found: list[str] = []
+    state = ""  # "", "'" or '"'
+    for literal, name, _spec, _conv in string.Formatter().parse(template):
+        escaped = False
+        for char in literal:
+            if escaped:
+                escaped = False
+            elif state == "'":
+                state = "" if char == "'" else state
+            elif char == "\\":
+                escaped = True
+            elif state == '"':
+                state = "" if char == '"' else state
+            elif char in "'\"":
+                state = char
+        if name is not None and (state or escaped):
+            found.append(name)
+    return found
+
+
+def env_name(placeholder: str) -> str:
+    return ENV_PREFIX + placeholder.upper()
+
+
+def valid_fact(name: str, value: Any) -> tuple[Any, str | None]:
+    """(value, None) when a fact read from model files has the shape it must have, else
+    (None, why): ids are ints, class names identifiers, so that a hostile tokenizer_config
+    cannot smuggle shell text into a command."""
+    if value is None:
+        return None, None
+    if name in _INT_FACTS and (isinstance(value, bool) or not isinstance(value, int)):
+        return None, f"{{{name}}} is {value!r}, not an integer"
+    if name in _INT_LIST_FACTS and not (isinstance(value, (list, tuple))
+                                        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        return None, f"{{{name}}} is {value!r}, not a list of integers"
+    pattern = _NAME_FACTS.get(name)
+    if pattern is not None and not (isinstance(value, str) and pattern.match(value)):
+        return None, f"{{{name}}} is {value!r}, not a plain name"
+    return value, None
 
 
 def as_word(value: Any) -> str:
@@ -228,6 +245,11 @@ def as_word(value: Any) -> str:
 def render_command(template: str, values: Mapping[str, Any]) -> str:
     """Fill the placeholders, each value quoted for the shell (lists as 1,12,24)."""
     needed = command_placeholders(template)
+    for name in dict.fromkeys(needed):
+        _value, why = valid_fact(name, values.get(name))
+        if why:
+            raise EnvdoctorError(f"refusing to run the stage: the model's {why}",
+                                 hint="the model's files hold a value no real model has; inspect them")
     empty = [name for name in dict.fromkeys(needed) if values.get(name) is None]
     if empty:
         raise EnvdoctorError(
@@ -244,6 +266,16 @@ def placeholder_values(spec: HostSpec, stage: Stage, doc: Mapping[str, Any]) -> 
     return values
 
 
+def stage_environment(values: Mapping[str, Any]) -> dict[str, str]:
+    """``ENVDOCTOR_<NAME>`` for every known, valid value: the safe way for a command to read facts."""
+    env = {}
+    for name, value in values.items():
+        value, why = valid_fact(name, value)
+        if value is not None and why is None:
+            env[env_name(name)] = as_word(value)
+    return env
+
+
 @dataclass
 class StageOutcome:
     """What ``run`` did: refused (with the failing checks), ran (exit status), or detached."""
@@ -254,12 +286,6 @@ class StageOutcome:
     exit_status: int | None = None
     pid: int | None = None
     log_path: str | None = None
-
-
-def log_path_for(spec: HostSpec, stage: Stage, now: datetime | None = None) -> str:
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
-    folder = os.path.join(spec.venv, ".envdoctor", "logs") if spec.venv else "/tmp/envdoctor-logs"
-    return os.path.join(folder, f"{stage.name}-{stamp}.log")
 
 
 async def run_stage(
@@ -283,16 +309,20 @@ async def run_stage(
     if refused:
         return StageOutcome(results=results, refused=refused)
     doc = facts_document(spec, facts, model_for(spec, facts, model), draft_layers)
-    command = render_command(stage.command, placeholder_values(spec, stage, doc))
+    values = placeholder_values(spec, stage, doc)
+    command = render_command(stage.command, values)
     log.info("stage_start", host=spec.name, stage=stage.name, command=command, detach=detach)
+    python = doc.get("python") or "python3"
+    args = [spec.venv or "", command, stage.name, json.dumps(stage_environment(values))]
     if detach:
-        log_file = log_path_for(spec, stage)
-        result = await transport.run(["sh", "-c", _DETACH_WRAPPER, "envdoctor-stage", spec.venv or "", command, log_file],
-                                     timeout=60)
-        if not result.ok or not result.stdout.strip().isdigit():
-            raise EnvdoctorError(f"could not start stage {stage.name} on {spec.name}: {result.stderr_tail(2)}")
-        return StageOutcome(results, [], command, 0, int(result.stdout.strip()), log_file)
-    supervisor = [doc.get("python") or "python3", "-I", "-c", _SUPERVISOR, spec.venv or "", command]
+        result = await transport.run([python, "-I", "-S", "-c", DETACHER, *args], timeout=60)
+        try:
+            started = json.loads(result.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+            pid, log_file = int(started["pid"]), str(started["log"])
+        except (ValueError, IndexError, KeyError, TypeError):
+            raise EnvdoctorError(f"could not start stage {stage.name} on {spec.name}: {result.stderr_tail(2)}") from None
+        return StageOutcome(results, [], command, 0, pid, log_file)
+    supervisor = [python, "-I", "-S", "-c", SUPERVISOR, *args]
     status = await transport.stream(supervisor, on_stdout=on_stdout, on_stderr=on_stderr)
     return StageOutcome(results, [], command, status)
 

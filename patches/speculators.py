@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 
-from envdoctor.patching import Patch, SkipFile, TransformMismatch
+from envdoctor.patching import AddKeyword, Patch, ReplaceStatement, SkipFile, TransformMismatch
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -23,19 +23,18 @@ if TYPE_CHECKING:
 
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
 WORKER = "speculators/data_generation/custom_worker.py"
+AUTO_TOKENIZER = "transformers.AutoTokenizer.from_pretrained"
 
 
 def tokenizer_trusts_remote_code(module: cst.Module) -> cst.Module:
     """Pass trust_remote_code=True to AutoTokenizer.from_pretrained, as the AutoConfig call does."""
-    from libcst.metadata import MetadataWrapper
+    from envdoctor.cst_edits import add_keyword_at_sites
 
-    from envdoctor.cst_edits import AddTrustRemoteCode, callee_is
-
-    edit = AddTrustRemoteCode(callee_is("transformers.AutoTokenizer.from_pretrained"))
-    new = MetadataWrapper(module).visit(edit)
-    if edit.changed_lines:
-        return new
-    if edit.present_lines:
+    edit = add_keyword_at_sites(module, callee=AUTO_TOKENIZER, path=GENERATOR,
+                                package="speculators.data_generation")
+    if edit.changed:
+        return edit.module
+    if edit.present:
         raise SkipFile("AutoTokenizer.from_pretrained already passes trust_remote_code")
     raise TransformMismatch("no AutoTokenizer.from_pretrained call without **kwargs")
 
@@ -55,6 +54,7 @@ TOKENIZER = Patch(
     fixed_in="0.5.0",
     # Passing the flag lets the model's own code run: only with the user's consent.
     needs_consent=True,
+    declares=(AddKeyword("trust_remote_code", "True", callee=AUTO_TOKENIZER),),
 )
 
 
@@ -83,4 +83,16 @@ MULTIMODAL_DECODER = Patch(
     files=(WORKER,),
     transform=decoder_through_language_model,
     fixed_in="0.4.0",
+    declares=(
+        ReplaceStatement(
+            "_setup_hidden_states_capture",
+            old="base_model = model.model",
+            new=(
+                'if hasattr(model, "language_model"):\n'
+                "    base_model = model.language_model.model\n"
+                "else:\n"
+                "    base_model = model.model\n"
+            ),
+        ),
+    ),
 )

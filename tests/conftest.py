@@ -40,6 +40,7 @@ def test_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
     )
     env.pop("NO_COLOR", None)
+    env.pop("VIRTUAL_ENV", None)  # an activated venv would be `local`'s chosen interpreter
     return env
 
 

@@ -32,6 +32,10 @@ NAMED_SPECIAL = {
 }
 #: The first special id no named token uses: the mask candidate envdoctor should pick.
 FIRST_RESERVED = 163589
+#: More names Kimi K2.6's tokenizer_config.json gives (14 named, 242 unnamed special ids).
+K26_NAMED = {163595: "<|tool_calls_section_begin|>", 163596: "<|tool_calls_section_end|>"}
+#: Ids config.json names that no token of the tokenizer files names (Kimi K2.5's media placeholder).
+CONFIG_ONLY_IDS = {"media_placeholder_token_id": 163605}
 
 KIMI_CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -144,10 +148,15 @@ def kimi_config() -> dict:
     }
 
 
-def kimi_tokenizer_config(chat_template: bool = True) -> dict:
+def kimi_tokenizer_config(chat_template: bool = True, named_only: bool = False) -> dict:
+    """``named_only``: as Kimi K2.6 ships it, added_tokens_decoder lists only the named ids
+    (the tokenizer's code names the others <|reserved_token_ID|>)."""
     decoder = {}
+    named = {**NAMED_SPECIAL, **K26_NAMED} if named_only else NAMED_SPECIAL
     for idx in range(NUM_RANKS, VOCAB_SIZE):
-        content = NAMED_SPECIAL.get(idx, f"<|reserved_token_{idx - NUM_RANKS}|>")
+        if named_only and idx not in named:
+            continue
+        content = named.get(idx, f"<|reserved_token_{idx - NUM_RANKS}|>")
         decoder[str(idx)] = {"content": content, "lstrip": False, "normalized": False,
                              "rstrip": False, "single_word": False, "special": True}
     config = {
@@ -171,18 +180,28 @@ def _model_code_stub(name: str, cls: str) -> str:
 
 
 def build_kimi(path: Path, *, mark: Path, ranks_source: Path | None = None, legacy_import: bool = False,
-               chat_template: bool = True, ranks: bool = True) -> Path:
-    """A Kimi K2.5/K2.6-shaped model folder; ``ranks_source`` reuses an already written ranks file."""
+               chat_template: bool = True, ranks: bool = True, named_only: bool = False,
+               model_code: bool = True) -> Path:
+    """A Kimi K2.5/K2.6-shaped model folder; ``ranks_source`` reuses an already written ranks file.
+
+    ``named_only``: the K2.6 layout (only named special ids in added_tokens_decoder, and
+    config.json naming media ids); ``model_code=False`` leaves out the modeling files
+    auto_map names.
+    """
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text(json.dumps(kimi_config(), indent=2))
-    (path / "tokenizer_config.json").write_text(json.dumps(kimi_tokenizer_config(chat_template), indent=2))
+    config = kimi_config()
+    if named_only:
+        config.update(CONFIG_ONLY_IDS, pad_token_id=163839, bos_token_id=163584, eos_token_id=163585)
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    (path / "tokenizer_config.json").write_text(json.dumps(kimi_tokenizer_config(chat_template, named_only), indent=2))
     (path / "generation_config.json").write_text(json.dumps({"bos_token_id": 163584, "eos_token_id": 163585}))
     (path / "special_tokens_map.json").write_text(json.dumps(
         {"bos_token": "[BOS]", "eos_token": "[EOS]", "pad_token": "[PAD]", "unk_token": "[UNK]"}))
     (path / "tokenization_kimi.py").write_text(TOKENIZER_SOURCE.format(
         mark=str(mark), legacy_import=LEGACY_IMPORT if legacy_import else ""))
-    (path / "configuration_kimi_k25.py").write_text(_model_code_stub("configuration_kimi_k25", "KimiK25Config"))
-    (path / "modeling_kimi_k25.py").write_text(_model_code_stub("modeling_kimi_k25", "KimiK25ForConditionalGeneration"))
+    if model_code:
+        (path / "configuration_kimi_k25.py").write_text(_model_code_stub("configuration_kimi_k25", "KimiK25Config"))
+        (path / "modeling_kimi_k25.py").write_text(_model_code_stub("modeling_kimi_k25", "KimiK25ForConditionalGeneration"))
     if ranks:
         if ranks_source is not None:
             shutil.copyfile(ranks_source, path / "tiktoken.model")

@@ -94,16 +94,22 @@ class SSHServer:
                 self.proc.wait()
 
 
-def start_sshd(root: Path, aliases: list[str], *, max_startups: str = "300:30:600") -> SSHServer:
+def start_sshd(root: Path, aliases: list[str], *, max_startups: str = "300:30:600",
+               client_key: Path | None = None) -> SSHServer:
+    """A new sshd with its own host key. ``client_key``: accept that existing key (e.g. another
+    server's) instead of generating one, so one identity reaches two servers with different host keys."""
     sshd = find_sshd()
     if sshd is None:
         raise RuntimeError("sshd is not installed (apt-get install openssh-server)")
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     host_key = root / "host_ed25519"
-    client_key = root / "client_ed25519"
     host_pub = keygen(host_key)
-    client_pub = keygen(client_key)
+    if client_key is None:
+        client_key = root / "client_ed25519"
+        client_pub = keygen(client_key)
+    else:
+        client_pub = Path(f"{client_key}.pub").read_text().strip()
     (root / "authorized_keys").write_text(client_pub + "\n")
     port = free_port()
     known_hosts = root / "known_hosts"

@@ -12,6 +12,8 @@
 #   ENVDOCTOR_VENV   the job's virtualenv on this node
 #   ENVDOCTOR_ARGS   more options, e.g. "--require tiktoken --model /models/Kimi-K2.6"
 #   ENVDOCTOR_REPORT where the JSON report goes (one file per job)
+#   ENVDOCTOR_GPUS   GPUs this node must answer with (default: as many as Slurm allocated
+#                    to the job here, from SLURM_JOB_GPUS); host.gpu fails on fewer or no driver
 set -u
 
 ENVDOCTOR=${ENVDOCTOR:-/opt/envdoctor/bin/envdoctor}
@@ -19,11 +21,17 @@ ENVDOCTOR_VENV=${ENVDOCTOR_VENV:-/opt/venvs/job}
 ENVDOCTOR_ARGS=${ENVDOCTOR_ARGS:-}
 ENVDOCTOR_REPORT=${ENVDOCTOR_REPORT:-/var/log/envdoctor/job-${SLURM_JOB_ID:-none}.json}
 
+if [ -z "${ENVDOCTOR_GPUS:-}" ] && [ -n "${SLURM_JOB_GPUS:-}" ]; then
+  ENVDOCTOR_GPUS=$(echo "$SLURM_JOB_GPUS" | tr ',' '\n' | grep -c .)
+fi
+GPU_ARGS=""
+if [ -n "${ENVDOCTOR_GPUS:-}" ]; then GPU_ARGS="--gpus $ENVDOCTOR_GPUS"; fi
+
 mkdir -p "$(dirname "$ENVDOCTOR_REPORT")"
 # ENVDOCTOR_ARGS is split on spaces on purpose (several options); paths in it must not
 # contain spaces. Everything else is quoted.
 # shellcheck disable=SC2086
-"$ENVDOCTOR" check local --venv "$ENVDOCTOR_VENV" $ENVDOCTOR_ARGS \
+"$ENVDOCTOR" check local --venv "$ENVDOCTOR_VENV" $GPU_ARGS $ENVDOCTOR_ARGS \
     --format json --output "$ENVDOCTOR_REPORT" --timeout 120 </dev/null
 status=$?
 

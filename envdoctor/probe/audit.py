@@ -7,15 +7,13 @@
 
 import hashlib
 import os
-import site
 import sys
-import sysconfig
 import time
 
 from envdoctor.probe.audit_hash import HashRun, StatCache, usable_cpus
 from envdoctor.probe.audit_record import fsb, fst, key_text, load_record, read_text, site_distributions, site_path, stat_key
 from envdoctor.probe.audit_snapshot import Snapshot, Watch, distributions_signature, path_exists, snapshot_header
-from envdoctor.probe.core import section, site_dirs
+from envdoctor.probe.core import interpreter_prefix, own_site_dirs, section, site_dirs
 
 CODE_SUFFIXES_BYTES = (b".py", b".so", b".pyc", b".pth")
 SKIP_DIR_SUFFIXES = (".dist-info", ".egg-info")
@@ -97,8 +95,7 @@ def find_sites(prefix, default, given):
     if given:
         candidates = list(given)
     elif default:
-        candidates = list(getattr(site, "getsitepackages", lambda: [])())
-        candidates += [sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")]
+        candidates = own_site_dirs()  # from the layout: the probe runs -S, so no .pth has run
     else:
         candidates = site_dirs(prefix)
     sites, seen = [], set()
@@ -188,7 +185,7 @@ def audit_section(args, emit):
         mark[0], mark[1] = now, cpu
 
     default = not args.get("prefix")
-    prefix = os.path.abspath(os.path.expanduser(args["prefix"])) if not default else sys.prefix
+    prefix = os.path.abspath(os.path.expanduser(args["prefix"])) if not default else interpreter_prefix()
     if not default and not os.path.isdir(fsb(prefix)):
         raise RuntimeError("no such directory: %s" % prefix)
     sites = find_sites(prefix, default, args.get("site_packages"))

@@ -55,7 +55,7 @@ def emit_line(obj):
     sys.stdout.flush()
 
 
-def run_command(argv, timeout=30, stdin_data=None, env=None):
+def run_command(argv, timeout=30, stdin_data=None, env=None, cwd=None):
     """Run argv; return (exit_status, stdout_text, stderr_text). Never raises for the command."""
     import subprocess
 
@@ -66,6 +66,7 @@ def run_command(argv, timeout=30, stdin_data=None, env=None):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
+            cwd=cwd,
         )
     except OSError as exc:
         return 127, "", str(exc)
@@ -99,10 +100,56 @@ def read_headers(path):
     return email.parser.HeaderParser().parsestr("".join(lines))
 
 
+def venv_prefix_of(python):
+    """The venv an interpreter path belongs to, found as site.py finds it (pyvenv.cfg beside
+    the interpreter or one folder up), or None. Reads files only: nothing is run."""
+    exe_dir = os.path.dirname(os.path.abspath(python))
+    prefix = os.path.dirname(exe_dir)
+    for folder in (exe_dir, prefix):
+        if os.path.isfile(os.path.join(folder, "pyvenv.cfg")):
+            return prefix
+    return None
+
+
+def pyvenv_setting(prefix, key):
+    """A `key = value` line of prefix/pyvenv.cfg, lower-cased key; None when absent."""
+    try:
+        with open_regular(os.path.join(prefix, "pyvenv.cfg")) as handle:
+            text = handle.read(65536).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip().lower() == key:
+            return value.strip()
+    return None
+
+
+def interpreter_prefix():
+    """This interpreter's environment. The probe runs with -I -S, so site.py never ran: on
+    Python < 3.11 sys.prefix is then the base install even inside a venv."""
+    return venv_prefix_of(sys.executable) or sys.prefix
+
+
+def own_site_dirs():
+    """The site folders this interpreter would import from, computed from the venv layout and
+    pyvenv.cfg (never from sys.path: under -S no .pth file ran and sys.path lacks them)."""
+    venv = venv_prefix_of(sys.executable)
+    found = site_dirs(venv) if venv else []
+    if venv is None or (pyvenv_setting(venv, "include-system-site-packages") or "").lower() == "true":
+        import site  # under -S importing site only defines functions; getsitepackages runs no .pth
+
+        base = [getattr(sys, "base_prefix", sys.prefix), getattr(sys, "base_exec_prefix", sys.exec_prefix)]
+        for path in site.getsitepackages(base if venv else None):
+            if os.path.isdir(path) and path not in found:
+                found.append(path)
+    return found
+
+
 def site_dirs(prefix):
-    """The site-packages folders of an environment; without a prefix, those on this sys.path."""
+    """The site-packages folders of an environment; without a prefix, this interpreter's."""
     if not prefix:
-        return [p for p in sys.path if p.endswith("-packages") and os.path.isdir(p)]
+        return own_site_dirs()
     found = []
     for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages"):
         for path in sorted(glob.glob(os.path.join(prefix, pattern))):

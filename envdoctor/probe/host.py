@@ -8,29 +8,33 @@ import socket
 import sys
 
 from envdoctor.probe.core import run_command, section
+from envdoctor.probe.shims import follow_launcher, script_interpreter
 
 def describe_program(path):
-    """Where a program found on PATH really points."""
-    return {"path": path, "realpath": os.path.realpath(path)}
+    """Where a program found on PATH really points: its realpath, and the file that really
+    runs after pyenv/asdf shims and exec wrappers (read, never run: see shims.py)."""
+    info = {"path": path, "realpath": os.path.realpath(path)}
+    launched = follow_launcher(path)
+    info["resolved"] = launched["resolved"]
+    info["via"] = launched["via"]
+    if launched.get("error"):
+        info["error"] = launched["error"]
+    return info
 
 
 def describe_pip(path):
-    """A pip script belongs to the interpreter in its shebang line."""
+    """A pip script belongs to the interpreter it runs under (shebang or sh trampoline),
+    itself followed through shims."""
     info = describe_program(path)
-    try:
-        with open(path, "rb") as handle:
-            first = handle.readline(4096)
-    except OSError as exc:
-        info["error"] = str(exc)
+    script = info["resolved"]
+    if not script:
         return info
-    if first.startswith(b"#!"):
-        words = first[2:].decode("utf-8", "replace").split()
-        # `#!/usr/bin/env python3` names a program looked up on PATH, not a path
-        if words and os.path.basename(words[0]) == "env" and len(words) > 1:
-            found = shutil.which(words[-1])
-            info["interpreter"] = found
-        elif words:
-            info["interpreter"] = words[0]
+    interpreter = script_interpreter(script)
+    if interpreter:
+        info["shebang"] = interpreter
+        launched = follow_launcher(interpreter)
+        info["interpreter"] = launched["resolved"] or interpreter
+        info["via"] = info["via"] + launched["via"]
     return info
 
 
@@ -58,8 +62,19 @@ def disk_facts(paths):
             usage = shutil.disk_usage(probe_path)
         except OSError:
             continue
-        seen[path] = {"free": usage.free, "total": usage.total}
+        seen[path] = {"free": usage.free, "total": usage.total, "mount": mount_point(probe_path)}
     return seen
+
+
+def mount_point(path):
+    """The folder the filesystem holding `path` is mounted on."""
+    path = os.path.realpath(path)
+    while not os.path.ismount(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
 
 
 @section("host")

@@ -2,7 +2,8 @@
 # Names are prefixed: every probe module shares one namespace on the host.
 # Section "models": for each model directory, the files a loader reads (config.json,
 # tokenizer_config.json, ...), parsed as JSON; the ranks file of a tiktoken tokenizer
-# counted by streaming; the files auto_map points to, hashed and shipped (small ones) so
+# counted by streaming; tokenizer.json reduced to its ids and added tokens (model_tokenizer.py);
+# chat template files as text; the files auto_map points to, hashed and shipped (small ones) so
 # the controller reads their imports with libcst. The model's code is never imported
 # here. Only with the user's consent does the live loader run, in the venv's own
 # interpreter, as a separate process with stdin closed, offline, and a timeout.
@@ -17,12 +18,15 @@ import sys
 import tempfile
 
 from envdoctor.probe.core import open_regular, run_command, section
+from envdoctor.probe.model_tokenizer import chat_template_files, named_token_strings, reduce_tokenizer_json
 
 MODEL_JSON_FILES = (
     "config.json",
     "tokenizer_config.json",
     "generation_config.json",
     "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.json",
 )
 CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 RANKS_FILES = ("tiktoken.model",)
@@ -216,7 +220,9 @@ def load_tokenizer_live(python, model_dir, timeout):
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_MODULES_CACHE=cache,
                TOKENIZERS_PARALLELISM="false", PYTHONDONTWRITEBYTECODE="1")
     try:
-        status, out, err = run_command([python, "-c", LIVE_LOADER, model_dir], timeout=timeout, env=env)
+        # -I and cwd "/": neither the caller's folder (a json.py there) nor PYTHONPATH is imported.
+        status, out, err = run_command([python, "-I", "-c", LIVE_LOADER, model_dir], timeout=timeout, env=env,
+                                       cwd="/")
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     if status != 0:
@@ -251,6 +257,12 @@ def inspect_model(model_dir, args):
         path = os.path.join(model_dir, name)
         if os.path.isfile(path):
             files[name] = model_file_entry(path)
+    tokenizer_json = os.path.join(model_dir, "tokenizer.json")
+    if os.path.isfile(tokenizer_json):
+        files["tokenizer.json"] = model_file_entry(tokenizer_json)
+        model["tokenizer_json"] = reduce_tokenizer_json(tokenizer_json, named_token_strings(parsed))
+    model["templates"], template_errors = chat_template_files(model_dir)
+    errors.update(template_errors)
     model["files"] = files
     model["json"] = parsed
     model["json_errors"] = errors

@@ -6,7 +6,8 @@
 import base64
 import os
 
-from envdoctor.probe.core import canonical_name, open_regular, run_command, section, site_dirs, site_entries
+from envdoctor.probe.core import (canonical_name, open_regular, run_command, section, site_dirs, site_entries,
+                                  venv_prefix_of)
 
 
 def _find_dist_info(sites, distribution):
@@ -46,7 +47,11 @@ def default_prefix():
     python = os.environ.get("ENVDOCTOR_PY3") or ""
     if not python:
         return ""
-    status, out, _ = run_command([python, "-c", "import sys; print(sys.prefix)"], timeout=30)
+    venv = venv_prefix_of(python)
+    if venv:
+        return venv
+    # -I -S: asking the interpreter its prefix must not run the .pth files of its site folders.
+    status, out, _ = run_command([python, "-I", "-S", "-c", "import sys; print(sys.prefix)"], timeout=30, cwd="/")
     return out.strip() if status == 0 else ""
 
 

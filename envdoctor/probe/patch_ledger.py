@@ -11,9 +11,8 @@ import hashlib
 import io
 import json
 import os
-import sys
 
-from envdoctor.probe.core import open_regular, section
+from envdoctor.probe.core import interpreter_prefix, open_regular, section
 
 LEDGER_RELATIVE = os.path.join(".envdoctor", "ledger.jsonl")
 
@@ -84,7 +83,7 @@ def _record_entries(files):
 
 @section("patch-ledger")
 def patch_ledger_section(args, emit):
-    prefix = args.get("prefix") or sys.prefix
+    prefix = args.get("prefix") or interpreter_prefix()
     path = os.path.join(prefix, LEDGER_RELATIVE)
     try:
         with open(_b(path), "rb") as handle:

@@ -25,7 +25,10 @@ from envdoctor.transport.interface import Transport
 CORE_MODULE = "core"
 SECTION_MODULES: dict[str, str] = {"host": "host", "venvs": "venvs"}
 #: Helper modules a section module uses, sent before it (a large section can be split).
-MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot")}
+MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot"),
+                                              "models": ("model_tokenizer",),
+                                              "gpu_stack": ("audit_record", "audit_hash"),
+                                              "venvs": ("discovery",), "host": ("shims",)}
 
 _WRAPPER = r"""
 ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)

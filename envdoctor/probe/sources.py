@@ -1,9 +1,12 @@
 # Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
 # Section "sources": the Python files of the installed libraries that may load a model
 # without trust_remote_code. For the target environment it picks the distributions that
-# depend on transformers, vllm or sglang (from Requires-Dist) plus those named, lists
-# their .py files from RECORD, and ships only the files that pass the byte filter: the
-# controller parses them with libcst. The filter also runs on the controller (envdoctor
+# depend on transformers, vllm or sglang (from Requires-Dist, under any extra: lm-eval
+# declares them in its "hf"/"vllm" extras), those whose files import one of them (a byte
+# filter over their RECORD's .py files), plus those named; lists their .py files from
+# RECORD, and ships only the files that pass the byte filter: the controller parses them
+# with libcst. Files that pass only the second filter (they import a loader name, so their
+# package may re-export it) travel marked "exports_only": the controller reads their imports. The filter also runs on the controller (envdoctor
 # scan imports it from here), so both sides agree by construction.
 
 import base64
@@ -61,21 +64,66 @@ def bytes_are_utf8(data):
     return True
 
 
+_SRC_EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]""")
+
+
 def _src_requirement_names(requires):
-    """Names of the requirements that hold without an extra (an optional integration is not a dependency)."""
-    names = set()
+    """Requirement name -> the extras that pull it in ("" when it is required without one)."""
+    names = {}
     for text in requires:
         requirement, _, marker = text.partition(";")
-        if "extra" in marker:
-            continue
         match = _SRC_DIST_NAME.match(requirement)
         if match:
-            names.add(canonical_name(match.group(1)))
+            extra = _SRC_EXTRA.search(marker)
+            names.setdefault(canonical_name(match.group(1)), set()).add(extra.group(1) if extra else "")
     return names
 
 
-def src_select_distributions(sites, depends_on, extra):
-    """The active .dist-info folders to scan: dependents of `depends_on` and those in `extra`."""
+def _src_reason(deps, wanted_deps):
+    parts = []
+    for name in sorted(set(deps) & wanted_deps):
+        extras = sorted(e for e in deps[name] if e)
+        parts.append(name if "" in deps[name] or not extras else "%s (extra %s)" % (name, ", ".join(extras)))
+    return "depends on %s" % ", ".join(parts)
+
+
+def _src_import_filter(modules):
+    names = "|".join(re.escape(m) for m in modules)
+    return re.compile((r"^[ \t]*(?:from[ \t]+(?:%s)(?:[ \t.]|$)|import[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*(?:%s)\b)"
+                       % (names, names)).encode("ascii"), re.M)
+
+
+def src_imported_module(dist, modules, max_file):
+    """The first of `modules` a .py file of the distribution imports (a byte filter), or None."""
+    files = src_record_python_files(dist) or []
+    own = canonical_name(dist["name"])
+    wanted = [m for m in modules if canonical_name(m) != own]  # a library importing itself is no dependent
+    if not wanted:
+        return None
+    quick = [m.encode("ascii") for m in wanted]
+    pattern = _src_import_filter(wanted)
+    for rel in files:
+        path = os.path.join(dist["site"], rel)
+        try:
+            if os.path.getsize(path) > max_file:
+                continue
+            with open_regular(path) as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        if not any(q in data for q in quick):
+            continue
+        match = pattern.search(data)
+        if match is not None:
+            for module in wanted:
+                if module.encode("ascii") in match.group(0):
+                    return module
+    return None
+
+
+def src_select_distributions(sites, depends_on, extra, imports=(), max_file=4 * 1024 * 1024):
+    """The active .dist-info folders to scan: dependents of `depends_on` (under any extra),
+    distributions whose files import one of `imports`, and those in `extra`."""
     wanted_deps = set(canonical_name(n) for n in depends_on)
     wanted_names = set(canonical_name(n) for n in extra)
     seen = set()
@@ -94,11 +142,20 @@ def src_select_distributions(sites, depends_on, extra):
             continue  # shadowed by an earlier entry of sys.path: Python never imports it
         seen.add(key)
         deps = _src_requirement_names(headers.get_all("Requires-Dist") or [])
-        reason = "named" if key in wanted_names else ("depends on %s" % ", ".join(sorted(deps & wanted_deps)))
-        if key in wanted_names or deps & wanted_deps:
-            chosen.append({"name": name, "version": headers.get("Version") or "", "site": site,
-                           "dist_info": folder, "reason": reason})
-            wanted_names.discard(key)
+        dist = {"name": name, "version": headers.get("Version") or "", "site": site, "dist_info": folder}
+        if key in wanted_names:
+            dist["reason"] = "named"
+        elif set(deps) & wanted_deps:
+            dist["reason"] = _src_reason(deps, wanted_deps)
+        elif imports:
+            module = src_imported_module(dist, imports, max_file)
+            if module is None:
+                continue
+            dist["reason"] = "imports %s" % module
+        else:
+            continue
+        chosen.append(dist)
+        wanted_names.discard(key)
     return chosen, sorted(wanted_names)
 
 
@@ -119,10 +176,12 @@ def src_record_python_files(dist):
 @section("sources")
 def sources_section(args, emit):
     compiled = compile_site_filter(args.get("patterns") or [])
+    exporting = compile_site_filter(args.get("export_patterns") or [])
     max_file = int(args.get("max_file_bytes", 4 * 1024 * 1024))
     budget = int(args.get("max_total_bytes", 16 * 1024 * 1024))
     sites = site_dirs(args.get("prefix"))
-    dists, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
+    dists, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [],
+                                                args.get("imports") or [], max_file)
     skipped = []
     shipped = 0
     summary = []
@@ -148,14 +207,22 @@ def sources_section(args, emit):
                 continue
             info["files"] += 1
             info["bytes"] += len(data)
+            exports_only = False
             if not bytes_might_hold_site(data, compiled) and bytes_are_utf8(data):
-                continue  # (a file that is not UTF-8 travels so the controller lists it as an error)
-            info["matched"] += 1
+                # (a file that is not UTF-8 travels so the controller lists it as an error)
+                if not (exporting and bytes_might_hold_site(data, exporting)):
+                    continue
+                exports_only = True
+            else:
+                info["matched"] += 1
             if shipped + len(data) > budget:
                 skipped.append({"path": rel, "reason": "over the %d-byte budget for one probe" % budget})
                 continue
             shipped += len(data)
-            emit({"distribution": dist["name"], "version": dist["version"], "site": dist["site"],
-                  "path": rel, "data": base64.b64encode(data).decode("ascii")})
+            item = {"distribution": dist["name"], "version": dist["version"], "site": dist["site"],
+                    "path": rel, "data": base64.b64encode(data).decode("ascii")}
+            if exports_only:
+                item["exports_only"] = True
+            emit(item)
     return {"site_packages": sites, "distributions": summary, "not_found": not_found,
             "skipped": skipped, "shipped_bytes": shipped}

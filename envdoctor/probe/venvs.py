@@ -1,13 +1,14 @@
 # Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
-# Section "venvs": the configured venvs and those found under the usual roots; for each,
-# whether its interpreter runs, its version, prefix, sys.path and installed distributions.
+# Section "venvs": the configured venv (its interpreter runs and reports its version, prefix,
+# sys.path and installed distributions) and those found under the usual roots (read from
+# their files only, see discovery.py: a discovered interpreter is never started).
 
-import glob
 import json
 import os
 import subprocess
 
-from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs, site_entries
+from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs
+from envdoctor.probe.discovery import describe_static, discover_envs
 
 # Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
 # PYTHONPATH, and so must we. Run from / so the working directory adds nothing to sys.path.
@@ -36,47 +37,6 @@ print(json.dumps({
     "markers": markers,
 }))
 """
-
-DISCOVERY_PATTERNS = (
-    "/root/venv*",
-    "~/venv*",
-    "~/.venv*",
-    "~/venvs/*",
-    "~/.virtualenvs/*",
-    "/opt/*/venv",
-    "/opt/venv*",
-)
-CONDA_ROOTS = ("/opt/conda", "~/miniconda3", "~/anaconda3", "~/miniforge3", "~/mambaforge")
-
-
-def is_env_dir(path):
-    return os.path.isfile(os.path.join(path, "pyvenv.cfg")) or os.path.isdir(
-        os.path.join(path, "conda-meta")
-    )
-
-
-def discover_envs():
-    found = []
-    for pattern in DISCOVERY_PATTERNS:
-        found.extend(glob.glob(os.path.expanduser(pattern)))
-    for root in CONDA_ROOTS:
-        root = os.path.expanduser(root)
-        if os.path.isdir(root):
-            found.append(root)
-            found.extend(glob.glob(os.path.join(root, "envs", "*")))
-    listing = os.path.expanduser("~/.conda/environments.txt")
-    try:
-        with open(listing, encoding="utf-8", errors="replace") as handle:
-            found.extend(line.strip() for line in handle if line.strip())
-    except OSError:
-        pass
-    unique = []
-    for path in found:
-        path = os.path.abspath(path)
-        if path not in unique and os.path.isdir(path) and is_env_dir(path):
-            unique.append(path)
-    return sorted(unique)
-
 
 def egg_requires(folder):
     """requires.txt of an .egg-info, turned into PEP 508 strings."""
@@ -131,11 +91,24 @@ def read_distribution(site, entry):
     return dist
 
 
+def metadata_entries(sys_path):
+    """(site, entry) in the order importlib.metadata finds them: sys.path order, then each
+    folder in os.listdir order (its FastPath.children), never sorted: when one folder holds two
+    metadata folders of a distribution, the first listed is the one Python and pip use."""
+    for site in sys_path:
+        try:
+            entries = os.listdir(site)
+        except OSError:
+            continue
+        for entry in entries:
+            yield site, entry
+
+
 def read_distributions(sys_path):
     """Every distribution on sys_path, in import order; the first of a name is the active one."""
     dists = []
     active = {}
-    for site, entry in site_entries(sys_path):
+    for site, entry in metadata_entries(sys_path):
         dist = read_distribution(site, entry)
         if dist is None:
             continue
@@ -177,11 +150,15 @@ def start_inspection(python):
 def finish_inspection(prefix, python, proc, error, timeout):
     env = {"prefix": prefix, "python": python, "exists": True}
     if prefix and not os.path.isdir(prefix):
+        if os.path.exists(prefix):
+            env["not_a_venv"] = "%s is a file, not a virtualenv folder" % prefix
         env.update(exists=False, runs=False, error="no such directory", site_packages=[], distributions=[])
         return env
     if prefix:
         env["pyvenv_cfg"] = os.path.isfile(os.path.join(prefix, "pyvenv.cfg"))
         env["conda"] = os.path.isdir(os.path.join(prefix, "conda-meta"))
+        if not env["pyvenv_cfg"] and not env["conda"] and not os.path.exists(python):
+            env["not_a_venv"] = "%s is a folder but not a virtualenv: no pyvenv.cfg, no conda-meta, no bin/python" % prefix
     info = None
     if proc is not None:
         try:
@@ -215,24 +192,26 @@ def finish_inspection(prefix, python, proc, error, timeout):
 
 @section("venvs")
 def venvs_section(args, emit):
+    """The chosen environment, run to report on itself; every other one read from its files."""
     configured = [os.path.abspath(os.path.expanduser(p)) for p in args.get("configured", [])]
-    discovered = discover_envs() if args.get("discover", True) else []
-    prefixes = []
-    for path in configured + discovered:
-        if path not in prefixes:
-            prefixes.append(path)
+    discovered = discover_envs(exclude=configured) if args.get("discover", True) else []
     timeout = args.get("timeout", 60)
-    # Start every interpreter first, then collect: they run side by side, not one by one.
+    # Only what the user chose runs: the configured venv, or with none the default python3.
     jobs = []
-    for prefix in prefixes:
+    for prefix in configured:
         python = env_python(prefix)
         proc, error = start_inspection(python) if os.path.isdir(prefix) else (None, None)
         jobs.append((prefix, python, proc, error))
     default_python = os.environ.get("ENVDOCTOR_PY3") or ""
     default_job = None
-    if default_python:
+    if default_python and not configured:
         proc, error = start_inspection(default_python)
         default_job = ("", default_python, proc, error)
     envs = [finish_inspection(*job, timeout=timeout) for job in jobs]
+    for prefix in discovered:
+        env, sites = describe_static(prefix, env_python(prefix))
+        env["site_packages"] = [p for p in sites if p.endswith("-packages")]
+        env["distributions"] = read_distributions(sites)
+        envs.append(env)
     default = finish_inspection(*default_job, timeout=timeout) if default_job else None
     return {"configured": configured, "discovered": discovered, "envs": envs, "default": default}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import xml.etree.ElementTree as ET
 from collections import Counter
 from typing import Any
@@ -11,8 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from envdoctor import __version__
 from envdoctor.audit import AuditReport, FileState, HostAudit, display_path
+from envdoctor.report.envelope import dump_json
 
 STATE_STYLES = {
     FileState.PATCHED: "green",
@@ -50,13 +49,7 @@ def host_json(host: HostAudit) -> dict[str, Any]:
 
 
 def render_json(report: AuditReport) -> str:
-    data = {
-        "envdoctor": __version__,
-        "command": "audit",
-        "exit_status": report.exit_status,
-        "hosts": [host_json(h) for h in report.hosts],
-    }
-    return json.dumps(data, indent=2) + "\n"
+    return dump_json("audit", report.exit_status, {"hosts": [host_json(h) for h in report.hosts]})
 
 
 def _host_lines(host: HostAudit) -> list[Text]:

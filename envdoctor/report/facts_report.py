@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
+from envdoctor.report.envelope import dump_json
+
 #: The keys the text view shows first, in this order; the JSON has them all.
 TEXT_KEYS = (
     "host", "python", "model", "architecture", "model_type", "text_model_type", "config_nested_in",
@@ -18,7 +20,7 @@ TEXT_KEYS = (
 
 def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+        return dump_json("facts", 1 if doc.get("problems") else 0, doc, sort_keys=True)
     if fmt == "junit":
         return _junit(doc)
     return _text(doc)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from envdoctor import __version__
 from envdoctor.fleet import FleetReport, HostReport
+from envdoctor.report.envelope import dump_json
 
 
 def host_json(host: HostReport) -> dict[str, Any]:
@@ -25,10 +24,4 @@ def host_json(host: HostReport) -> dict[str, Any]:
 
 
 def render(report: FleetReport) -> str:
-    data = {
-        "envdoctor": __version__,
-        "command": report.command,
-        "exit_status": report.exit_status,
-        "hosts": [host_json(h) for h in report.hosts],
-    }
-    return json.dumps(data, indent=2, sort_keys=False) + "\n"
+    return dump_json(report.command, report.exit_status, {"hosts": [host_json(h) for h in report.hosts]})

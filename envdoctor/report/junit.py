@@ -26,7 +26,7 @@ def render(report: FleetReport) -> str:
             elif result.status is Status.ERROR:
                 ET.SubElement(case, "error", message=result.message, type="error").text = detail
                 counts["errors"] += 1
-            elif result.status is Status.SKIPPED:
+            elif result.status in (Status.SKIPPED, Status.WAIVED):
                 ET.SubElement(case, "skipped", message=result.message)
                 counts["skipped"] += 1
             else:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from envdoctor import __version__
+from envdoctor.report.envelope import dump_json
 from envdoctor.revert import HostRevert
 
 
 def _text(results: Sequence[HostRevert]) -> str:
     lines = []
     for host in results:
-        lines.append(f"{host.host}  {host.patch}  {'OK' if host.ok else 'NOT REVERTED'}")
+        lines.append(f"{host.host}  {host.patch}  {'NOTHING TO DO' if host.note else 'OK' if host.ok else 'NOT REVERTED'}")
         if host.error:
             lines.append(f"  ✗ {host.error}")
+        if host.note:
+            lines.append(f"  - {host.note}")
         for item in host.files:
             lines.append(f"  {'✓' if item.ok else '✗'} {item.file}: {item.result} ({item.message})")
     return "\n".join(lines) + "\n"
@@ -36,8 +37,8 @@ def _junit(results: Sequence[HostRevert]) -> str:
 
 def render_revert(results: Sequence[HostRevert], fmt: str) -> str:
     if fmt == "json":
-        data = {"envdoctor": __version__, "command": "revert", "hosts": [r.to_json() for r in results]}
-        return json.dumps(data, indent=2) + "\n"
+        exit_status = 0 if all(r.ok for r in results) else 1
+        return dump_json("revert", exit_status, {"hosts": [r.to_json() for r in results]})
     if fmt == "junit":
         return _junit(results)
     return _text(results)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from envdoctor.report import sarif
+from envdoctor.report.envelope import dump_json
 from envdoctor.scan import STATES, ScanReport
 
 SCAN_FORMATS = ("text", "json", "sarif")
@@ -19,7 +19,12 @@ def render_json(scans: Sequence[tuple[Path, ScanReport]]) -> str:
         "sites": [s.to_json() for _, r in scans for s in r.sites],
         "errors": [e.to_json() for _, r in scans for e in r.errors],
     }
-    return json.dumps(data, indent=2) + "\n"
+    return dump_json("scan", scan_exit_status(scans), data)
+
+
+def scan_exit_status(scans: Sequence[tuple[Path, ScanReport]]) -> int:
+    """1 when a call is missing the flag or passes False."""
+    return 1 if any(r.gaps for _, r in scans) else 0
 
 
 def render_text(scans: Sequence[tuple[Path, ScanReport]]) -> str:

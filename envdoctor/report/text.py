@@ -20,14 +20,15 @@ MARKS = {
     Status.ERROR: ("✗", "red bold"),
     Status.BLOCKED: ("·", "magenta"),
     Status.SKIPPED: ("-", "dim"),
+    Status.WAIVED: ("~", "cyan"),
 }
 
 
 def _counts(results: list[CheckResult]) -> str:
     counts = Counter(r.status for r in results)
-    order = [Status.FAIL, Status.ERROR, Status.BLOCKED, Status.WARN, Status.PASS, Status.SKIPPED]
+    order = [Status.FAIL, Status.ERROR, Status.BLOCKED, Status.WARN, Status.PASS, Status.WAIVED, Status.SKIPPED]
     words = {Status.FAIL: "failed", Status.ERROR: "error", Status.BLOCKED: "blocked",
-             Status.WARN: "warning", Status.PASS: "passed", Status.SKIPPED: "skipped"}
+             Status.WARN: "warning", Status.PASS: "passed", Status.SKIPPED: "skipped", Status.WAIVED: "waived"}
     return ", ".join(f"{counts[s]} {words[s]}" for s in order if counts[s])
 
 
@@ -37,9 +38,11 @@ def _result_lines(result: CheckResult, id_width: int) -> list[Text]:
     line.append(mark, style=style)
     line.append(f" {result.id:<{id_width}}  ", style="bold" if result.status.is_problem else "")
     message = result.message if result.status is not Status.SKIPPED else f"skipped: {result.message}"
-    line.append(message, style="dim" if result.status is Status.SKIPPED else "")
+    first, *more = message.split("\n")  # a check's separate findings (pip check, extras) stay apart
+    line.append(first, style="dim" if result.status is Status.SKIPPED else "")
     lines = [line]
     indent = " " * (id_width + 6)
+    lines += [Text(f"{indent}{extra}") for extra in more]
     if result.status.is_problem or result.status is Status.WARN:
         if result.why:
             lines.append(Text(f"{indent}why: ", style="dim").append(result.why, style=""))
@@ -52,6 +55,11 @@ def _result_lines(result: CheckResult, id_width: int) -> list[Text]:
 def _diff_lines(diff: str) -> list[Text]:
     styles = {"+": "green", "-": "red", "@": "cyan"}
     return [Text(f"      {line}", style=styles.get(line[:1], "dim")) for line in diff.splitlines()]
+
+
+def _plan_lines(plan: tuple[str, ...]) -> list[Text]:
+    """pip's plan for an install remedy, one distribution a line."""
+    return [Text(f"      pip's plan: {item}", style="dim") for item in plan]
 
 
 def _skipped_lines(results: list[CheckResult]) -> list[Text]:
@@ -88,8 +96,13 @@ def _host_block(host: HostReport) -> list[Text]:
         if host.actions:
             lines.append(Text("  fix:", style="bold"))
             for action in host.actions:
-                if action.exit_status is None:
+                if action.refused:
+                    lines.append(Text("    ✗ not run, fix (by hand): ", style="red").append(action.command, style="cyan"))
+                    lines.extend(_plan_lines(action.plan))
+                    lines.append(Text(f"      why: {action.refused}", style="dim"))
+                elif action.exit_status is None:
                     lines.append(Text("    would run: ", style="yellow").append(action.command, style="cyan"))
+                    lines.extend(_plan_lines(action.plan))
                     lines.extend(_diff_lines(action.diff))
                 else:
                     mark, style = ("✓", "green") if action.ok else ("✗", "red")

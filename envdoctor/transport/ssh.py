@@ -1,10 +1,11 @@
 """A host over SSH, with asyncssh: one connection per host, reused for every step.
 
-SSH settings come from the user's OpenSSH config as ``ssh`` reads them (HostName, Port,
-User, IdentityFile, UserKnownHostsFile, ProxyJump, ConnectTimeout). Host keys are checked
-against known_hosts as OpenSSH does; an unknown key is refused unless the caller passed
-``accept_new`` (OpenSSH's ``StrictHostKeyChecking=accept-new``), and a changed key is
-always refused.
+Where to connect is OpenSSH's own answer (``ssh -G``, see :mod:`openssh`): asyncssh reads no
+config file and gets the resolved HostName, Port, User, existing IdentityFiles, ProxyJump
+hops (each resolved) and ConnectTimeout. Host keys are decided as OpenSSH decides them
+(:mod:`known_hosts`: HostKeyAlias, ``[host]:port``, hashed names, @revoked, @cert-authority,
+CheckHostIP) under StrictHostKeyChecking from the config, ``--accept-new`` lifting it to
+accept-new; a changed or revoked key is refused under every setting.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import functools
 import getpass
 import os
 import random
+import re
 import signal
 import socket
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import asyncssh
-from asyncssh.config import SSHClientConfig
 
 from envdoctor.errors import (
     AuthError,
@@ -34,14 +34,11 @@ from envdoctor.errors import (
 from envdoctor.logsafe import get_logger
 from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
-from envdoctor.transport.ssh_config import reduced_config_files
-from envdoctor.transport.target import SSHOptions, SSHTarget
+from envdoctor.transport import known_hosts
+from envdoctor.transport.openssh import default_resolver
+from envdoctor.transport.target import ResolvedHost, SSHOptions, SSHTarget
 
 log = get_logger(__name__)
-
-# OpenSSH's defaults when the config names no UserKnownHostsFile / GlobalKnownHostsFile.
-DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
-DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 
 
 class SSHTransport(Transport):
@@ -52,98 +49,121 @@ class SSHTransport(Transport):
         self.target = target
         self.options = options
         self._conn: asyncssh.SSHClientConnection | None = None
+        self._jumps: list[asyncssh.SSHClientConnection] = []
         #: Counters for benchmarks and tests: one connection, few sessions per host.
         self.sessions_opened = 0
         self.connect_attempts = 0
 
     async def connect(self) -> None:
-        """Open the connection, retrying with backoff when the host refused or dropped it
-        before the SSH handshake finished (sshd's MaxStartups, a restarting daemon, a reset).
+        """Resolve the destination as OpenSSH does (``ssh -G``), then connect to exactly that:
+        through each ProxyJump hop in turn, every hop's host key checked by its own settings.
 
-        Only connecting is retried: nothing has run on the host yet, so trying again is
-        safe. A timeout, a refused key or a refused login is never retried: a blackholed
-        host must end after its timeout, and repeating a wrong credential helps no one.
+        Only connecting is retried, after a host refused or dropped the connection before the
+        SSH handshake finished (sshd's MaxStartups, a restarting daemon, a reset): nothing has
+        run on the host yet. A timeout, a refused key or a refused login is never retried.
         """
-        config_files = self.options.resolved_config_files()
-        host_files = reduced_config_files(config_files, self.target.host)
-        config = _load_config(host_files, self.target)
-        known_hosts, user_known_hosts = _known_hosts_files(config)
-        hostname = str(config.get("Hostname", self.target.host))
-        port = int(config.get("Port", 22))  # type: ignore[call-overload]  # asyncssh types options as object
-        accept_unknown = self.options.accept_new and not _is_known(known_hosts, hostname, port)
-        kwargs: dict[str, object] = {
-            # asyncssh reads the files itself: give it the cut-down ones (see ssh_config.py),
-            # except with ProxyJump, whose jump host needs its own blocks of the whole files.
-            "config": config_files if config.get("ProxyJump") else host_files,
-            "known_hosts": None if accept_unknown else known_hosts,
-            "connect_timeout": self.options.connect_timeout,
-            "keepalive_interval": self.options.keepalive_interval,
-        }
-        if self.target.user:
-            kwargs["username"] = self.target.user
-        if self.target.port:
-            kwargs["port"] = self.target.port
+        plan = await default_resolver(self.options).plan(self.target.host, self.target.user, self.target.port)
+        tunnel: asyncssh.SSHClientConnection | None = None
+        try:
+            for hop in plan.jumps:
+                tunnel = await self._open_checked(hop, tunnel, f"{self.name} (jump host {hop.host})")
+                self._jumps.append(tunnel)
+            self._conn = await self._open_checked(plan.target, tunnel, self.name)
+        except BaseException:
+            await self.close()  # the jump hosts already reached: nobody else closes them
+            raise
+
+    async def _open_checked(self, host: ResolvedHost, tunnel: asyncssh.SSHClientConnection | None,
+                            label: str) -> asyncssh.SSHClientConnection:
+        keys = known_hosts.host_keys(host.known_hosts_files, _lookup_name(host))
+        policy, why = known_hosts.host_key_policy(
+            host.strict_host_key_checking, accept_new=self.options.accept_new,
+            allow_no_check=self.options.allow_no_host_key_check)
+        if policy == known_hosts.NO_CHECK:
+            log.warning("host_key_check_disabled", host=label, reason=why,
+                        note="unknown host keys are accepted; changed and revoked keys are still refused")
+        if keys.unreadable:
+            raise HostKeyError(f"cannot read known_hosts file {keys.unreadable[0]} for {label}")
+        accept_unknown = policy != known_hosts.STRICT and not keys.known
+        record_to = known_hosts.record_file(host.user_known_hosts_files)
+        if accept_unknown and record_to is None:
+            raise HostKeyError(
+                f"host key of {label} is unknown and cannot be recorded: the first UserKnownHostsFile is "
+                f"{(host.user_known_hosts_files or ('none',))[0]!r}",
+                hint="set UserKnownHostsFile to a file for this host, or add its key there yourself")
+        timeout = self.options.effective_connect_timeout(host.connect_timeout)
+        kwargs = _connect_kwargs(host, keys, tunnel, timeout, self.options.keepalive_interval, accept_unknown)
         delays = retry_delays(self.options.connect_retries, self.options.retry_backoff)
         for attempt in range(len(delays) + 1):
             try:
-                self._conn = await self._open(kwargs, hostname, port)
+                conn = await self._open(kwargs, host, label, timeout, why)
                 break
             except _Retryable as exc:
                 if attempt == len(delays):
                     raise exc.error from exc.__cause__
-                log.info("connect_retry", host=self.name, attempt=attempt + 1,
+                log.info("connect_retry", host=label, attempt=attempt + 1,
                          delay=round(delays[attempt], 2), error=str(exc.error))
                 await asyncio.sleep(delays[attempt])
-        self.connect_attempts = attempt + 1
-        if accept_unknown:
-            assert self._conn is not None
-            fingerprint = _record_new_host_key(self._conn, user_known_hosts, hostname, port)
+        self.connect_attempts += attempt + 1
+        presented = conn.get_server_host_key()
+        if presented is not None and keys.is_revoked(presented.public_data):  # a certificate's signing key is checked by asyncssh
+            conn.close()
+            raise HostKeyError(f"host key of {label} ({host.hostname}:{host.port}) is revoked in known_hosts")
+        _check_host_ip(conn, host, presented, label)
+        if accept_unknown and presented is not None:
+            name = _lookup_name(host)
+            assert record_to is not None
+            known_hosts.record_key(record_to, name, presented.export_public_key("openssh").decode().strip())
             # Never a silent accept: say which key was trusted, as ssh's "Permanently added".
-            log.warning("host_key_accepted", host=self.name, hostname=hostname, port=port,
-                        fingerprint=fingerprint, known_hosts=user_known_hosts)
+            log.warning("host_key_accepted", host=label, hostname=host.hostname, port=host.port, name=name,
+                        fingerprint=str(presented.get_fingerprint("sha256")), known_hosts=record_to, policy=why)
+        return conn
 
-    async def _open(self, kwargs: dict[str, object], hostname: str, port: int) -> asyncssh.SSHClientConnection:
+    async def _open(self, kwargs: dict[str, object], host: ResolvedHost, label: str, timeout: float,
+                    why: str) -> asyncssh.SSHClientConnection:
         """One connection attempt; errors worth another attempt come out as :class:`_Retryable`."""
+        where = f"{host.hostname}:{host.port}"
         try:
-            return await asyncssh.connect(self.target.host, **kwargs)  # type: ignore[arg-type]  # kwargs built above
+            return await asyncssh.connect(host.hostname, **kwargs)  # type: ignore[arg-type]  # kwargs built above
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyError(
-                f"host key of {self.name} ({hostname}:{port}) is not trusted: {exc.reason}"
+                f"host key of {label} ({where}) is not trusted: {exc.reason} "
+                f"(looked up as {_lookup_name(host)!r} in {', '.join(host.known_hosts_files) or 'no file'}; {why})"
             ) from exc
         except asyncssh.PermissionDenied as exc:
-            raise AuthError(f"{self.name} refused authentication: {exc.reason}") from exc
+            raise AuthError(f"{label} refused authentication for {host.user}@{where}: {exc.reason}") from exc
         except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
-            raise AuthError(f"cannot use the private key for {self.name}: {exc}") from exc
+            raise AuthError(f"cannot use the private key for {label}: {exc}") from exc
         except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise ConnectError(
-                f"{self.name} ({hostname}:{port}) did not answer within "
-                f"{self.options.connect_timeout:g}s"
-            ) from exc
+            raise ConnectError(f"{label} ({where}) did not answer within {timeout:g}s") from exc
         except asyncssh.ConnectionLost as exc:
             # sshd closes a connection past MaxStartups before its banner: worth a retry.
-            error = ConnectError(f"{self.name} ({hostname}:{port}) closed the connection during the handshake")
+            error = ConnectError(f"{label} ({where}) closed the connection during the handshake")
             raise _Retryable(error) from exc
         except asyncssh.Error as exc:
-            raise ConnectError(f"SSH to {self.name} failed: {exc.reason}") from exc
+            raise ConnectError(f"SSH to {label} failed: {exc.reason}") from exc
         except socket.gaierror as exc:
-            raise ConnectError(f"cannot resolve {hostname} for {self.name}: {exc.strerror}") from exc
+            raise ConnectError(f"cannot resolve {host.hostname} for {label}: {exc.strerror}") from exc
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
-            error = ConnectError(f"cannot reach {self.name} ({hostname}:{port}): {reason}")
+            error = ConnectError(f"cannot reach {label} ({where}): {reason}")
             if isinstance(exc, ConnectionError) or exc.errno in _RETRYABLE_ERRNOS:
                 raise _Retryable(error) from exc
             raise error from exc
         except ValueError as exc:
-            raise ConfigError(f"bad SSH settings for {self.name}: {exc}") from exc
+            raise ConfigError(f"bad SSH settings for {label}: {exc}") from exc
 
     async def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
+        for conn in [self._conn, *reversed(self._jumps)]:
+            if conn is None:
+                continue
+            conn.close()
             try:
-                await asyncio.wait_for(self._conn.wait_closed(), 5)
+                await asyncio.wait_for(conn.wait_closed(), 5)
             except (TimeoutError, asyncio.TimeoutError):
                 pass
-            self._conn = None
+        self._conn = None
+        self._jumps = []
 
     async def run(
         self,
@@ -259,57 +279,75 @@ def _local_user() -> str:
     return name
 
 
-def _load_config(paths: list[str], target: SSHTarget) -> SSHClientConfig:
-    try:
-        return SSHClientConfig.load(
-            None,
-            paths,
-            False,
-            False,
-            False,
-            _local_user(),
-            target.user if target.user else (),
-            target.host,
-            target.port if target.port else (),
-        )
-    except (OSError, asyncssh.ConfigParseError) as exc:
-        raise ConfigError(f"cannot read SSH config {', '.join(paths)}: {exc}") from exc
+class _HostKeyClient(asyncssh.SSHClient):
+    """Decides on a key that known_hosts does not list: accepted only under accept-new (or a
+    confirmed ``no``) for a host with no entry at all; asyncssh refuses revoked keys first."""
+
+    def __init__(self, accept_unknown: bool) -> None:
+        self.accept_unknown = accept_unknown
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        return self.accept_unknown
 
 
-def _known_hosts_files(config: SSHClientConfig) -> tuple[list[str], str]:
-    """The known_hosts files OpenSSH would consult for this host (those that exist), and the
-    user file a newly accepted key is written to."""
-    user_files = [os.path.expanduser(str(p)) for p in config.get("UserKnownHostsFile") or DEFAULT_USER_KNOWN_HOSTS]  # type: ignore[attr-defined]  # asyncssh types options as object
-    global_files = [os.path.expanduser(str(p)) for p in config.get("GlobalKnownHostsFile") or DEFAULT_GLOBAL_KNOWN_HOSTS]  # type: ignore[attr-defined]  # as above
-    existing = [f for f in [*user_files, *global_files] if os.path.isfile(f)]
-    return existing, user_files[0]
+def _lookup_name(host: ResolvedHost) -> str:
+    return known_hosts.lookup_name(host.hostname, host.port, host.host_key_alias)
 
 
-def _is_known(files: list[str], hostname: str, port: int) -> bool:
-    if not files:
-        return False
-    try:
-        trusted = asyncssh.match_known_hosts(files, hostname, "", port if port != 22 else None)
-    except (OSError, ValueError, asyncssh.Error):
-        return True  # unreadable known_hosts: never accept a key on its account
-    host_keys, ca_keys = trusted[0], trusted[1]
-    revoked = trusted[2]
-    return bool(host_keys or ca_keys or revoked)
+def _import_keys(keys: Sequence[known_hosts.KnownKey]) -> list[asyncssh.SSHKey]:
+    imported = []
+    for key in keys:
+        try:
+            imported.append(asyncssh.import_public_key(key.openssh))
+        except (asyncssh.KeyImportError, ValueError):
+            log.debug("known_hosts_key_skipped", where=key.where)  # ssh skips keys it cannot read, too
+    return imported
 
 
-def _record_new_host_key(
-    conn: asyncssh.SSHClientConnection, known_hosts_file: str, hostname: str, port: int
-) -> str:
-    """Append the key we were shown to the user's known_hosts, as accept-new does; returns
-    its SHA256 fingerprint."""
-    key = conn.get_server_host_key()
-    if key is None:
-        return ""
-    pattern = hostname if port == 22 else f"[{hostname}]:{port}"
-    target = Path(known_hosts_file)
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    line = f"{pattern} {key.export_public_key('openssh').decode().strip()}\n"
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8") as out:
-        out.write(line)
-    return str(key.get_fingerprint("sha256"))
+def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyncssh.SSHClientConnection | None,
+                    timeout: float, keepalive: float, accept_unknown: bool) -> dict[str, object]:
+    """asyncssh's options for exactly the resolved values; asyncssh reads no config file itself."""
+    identities = list(host.existing_identity_files)
+    kwargs: dict[str, object] = {
+        "port": host.port,
+        "username": host.user,
+        "config": [],
+        # Matched by us as OpenSSH matches (HostKeyAlias, [host]:port, hashes); a revoked key is refused.
+        "known_hosts": (_import_keys(keys.trusted), _import_keys(keys.cert_authorities), _import_keys(keys.revoked)),
+        "client_factory": functools.partial(_HostKeyClient, accept_unknown),
+        "connect_timeout": timeout,
+        "keepalive_interval": keepalive,
+        "client_keys": identities,
+        "ignore_encrypted": True,  # like ssh in batch mode: a key needing a passphrase is skipped
+    }
+    if host.host_key_alias:
+        kwargs["host_key_alias"] = host.host_key_alias
+    if host.identities_only:
+        kwargs["agent_identities"] = identities
+    if tunnel is not None:
+        kwargs["tunnel"] = tunnel
+    elif host.proxy_command:
+        kwargs["proxy_command"] = ["/bin/sh", "-c", "exec " + _proxy_command(host)]
+    _local_user()
+    return kwargs
+
+
+def _proxy_command(host: ResolvedHost) -> str:
+    """ProxyCommand with ssh's tokens for it (%h %p %r %n %%)."""
+    tokens = {"h": host.hostname, "p": str(host.port), "r": host.user, "n": host.host, "%": "%"}
+    return re.sub(r"%(.)", lambda m: tokens.get(m[1], m[0]), host.proxy_command or "")
+
+
+def _check_host_ip(conn: asyncssh.SSHClientConnection, host: ResolvedHost, presented: asyncssh.SSHKey | None,
+                   label: str) -> None:
+    """CheckHostIP: an entry for the address with another key is refused (ssh warns of DNS
+    spoofing; envdoctor, which nobody watches, stops). Off with HostKeyAlias or a proxy."""
+    if not host.check_host_ip or host.host_key_alias or host.proxy_command or presented is None:
+        return
+    peer = conn.get_extra_info("peername")
+    if not peer:
+        return
+    keys = known_hosts.host_keys(host.known_hosts_files, known_hosts.lookup_name(str(peer[0]), host.port, None))
+    if keys.trusted and all(k.blob != presented.public_data for k in keys.trusted):
+        conn.close()
+        raise HostKeyError(f"host key of {label} differs from the key known_hosts has for its address {peer[0]}")

@@ -1,109 +1,131 @@
-"""OpenSSH client config files, cut down to what one host needs.
+"""OpenSSH client config files read the way ``ssh`` reads them, for when no ``ssh`` is installed.
 
-asyncssh tokenizes every line of every config file for every connection, whether or not
-the line's ``Host`` block applies. With a fleet's config of a few hundred aliases that is
-tens of milliseconds per host, paid again for each host: quadratic in the fleet. Here each
-file is split into blocks once, and a host gets a small file holding only the lines outside
-any block, the ``Host`` blocks that match it (decided by asyncssh's own pattern matcher, so
-the semantics are the same) and every ``Match`` block (left for asyncssh to evaluate).
+The first choice is always OpenSSH itself (``ssh -G``, see :mod:`openssh`); this parser is the
+fallback, and it is tested against ``ssh -G`` over a corpus of configs. It follows
+readconf.c: a keyword, one optional ``=``, then arguments split like ``argv_split`` (quotes,
+backslash escapes, a word starting with ``#`` ends the line); ``Host`` patterns matched one
+word at a time (a comma is literal) against the name as typed; ``Match`` criteria;
+``Include`` globs (relative to ``~/.ssh``) read in place; the first value obtained wins; a
+second pass over the files after ``Match final`` or hostname canonicalisation, where ``Host``
+matches the resolved hostname. ``Match exec`` is never run: a destination that reaches one
+cannot be resolved here and says so. This module reads and matches; :mod:`ssh_config_resolve`
+evaluates the directives for one destination.
 """
 
 from __future__ import annotations
 
-import atexit
-import functools
-import hashlib
+import glob
 import os
 import re
-import shlex
-import shutil
-import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from fnmatch import fnmatchcase
 
-from asyncssh.pattern import WildcardPatternList
+from envdoctor.errors import ConfigError
+from envdoctor.transport.ssh_tokens import local_account, tilde_expand
+
+SYSTEM_CONFIG = "/etc/ssh/ssh_config"
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class Block:
-    """Consecutive lines of a config file: a ``Host`` block (with its pattern) or other lines."""
+class Line:
+    """One directive of a config file: keyword (lower case), its arguments, where it is."""
 
-    host_pattern: str | None
-    text: str
-
-    def applies_to(self, host: str) -> bool:
-        return self.host_pattern is None or WildcardPatternList(self.host_pattern).matches(host)
-
-
-_KEYWORD = re.compile(r"([A-Za-z]+)\s*(?:=\s*|\s+)(.*)")
+    keyword: str
+    args: tuple[str, ...]
+    raw: str  # the text after the keyword, for ProxyCommand (taken whole, as ssh does)
+    where: str
 
 
-def _keyword(line: str) -> tuple[str, str]:
-    """The keyword of a config line (lower case) and the rest; blank and comment lines give ''."""
-    stripped = line.strip()
-    if not stripped or stripped.startswith("#"):
-        return "", ""
-    match = _KEYWORD.match(stripped)
-    return (match[1].lower(), match[2]) if match else (stripped.lower(), "")
-
-
-def split_blocks(text: str) -> list[Block]:
-    """Split a config file's text into blocks, keeping every line exactly once, in order."""
-    blocks: list[Block] = []
-    pattern: str | None = None
-    lines: list[str] = []
-    for line in text.splitlines(keepends=True):
-        keyword, rest = _keyword(line)
-        if keyword in ("host", "match"):
-            if lines:
-                blocks.append(Block(pattern, "".join(lines)))
-            lines = []
-            # A Match block is kept whole for asyncssh to evaluate: no pattern here.
-            pattern = ",".join(shlex.split(rest)) if keyword == "host" else None
-        lines.append(line)
-    if lines:
-        blocks.append(Block(pattern, "".join(lines)))
-    return blocks
-
-
-@functools.lru_cache(maxsize=64)
-def _blocks_of(path: str, mtime_ns: int, size: int) -> tuple[Block, ...]:
-    # keyed by mtime and size so an edited file is read again
-    return tuple(split_blocks(Path(path).read_text("utf-8", errors="replace")))
-
-
-@functools.cache
-def _scratch_dir() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="envdoctor-ssh-config-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
-
-
-def reduced_config_files(paths: Iterable[str], host: str) -> list[str]:
-    """Files asyncssh may read instead of ``paths`` for ``host``, with the same effect.
-
-    A host whose blocks are the same as another's shares its file. If a file cannot be read
-    it is passed through unchanged, so that asyncssh reports the problem in its own words.
-    """
-    reduced = []
-    for path in paths:
-        try:
-            stat = os.stat(path)
-            blocks = _blocks_of(str(path), stat.st_mtime_ns, stat.st_size)
-        except OSError:
-            reduced.append(str(path))
+def split_args(text: str, where: str) -> list[str]:
+    """Words of a config line like OpenSSH's ``argv_split(..., terminate_on_comment=1)``."""
+    words: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] in " \t":
+            i += 1
             continue
-        text = "".join(b.text for b in blocks if b.applies_to(host))
-        reduced.append(_write_once(text))
-    return reduced
+        if text[i] == "#":
+            break
+        word: list[str] = []
+        quote = ""
+        while i < n:
+            char = text[i]
+            if char == "\\" and i + 1 < n and (text[i + 1] in "'\"\\" or (not quote and text[i + 1] == " ")):
+                word.append(text[i + 1])
+                i += 2
+                continue
+            if not quote and char in " \t":
+                break
+            if not quote and char in "\"'":
+                quote = char
+            elif quote and char == quote:
+                quote = ""
+            else:
+                word.append(char)
+            i += 1
+        if quote:
+            raise ConfigError(f"{where}: unbalanced quote", hint="close the quote or remove it")
+        words.append("".join(word))
+    return words
 
 
-def _write_once(text: str) -> str:
-    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    target = _scratch_dir() / f"{digest}.conf"
-    if not target.exists():
-        temporary = target.with_suffix(".tmp")
-        temporary.write_text(text, encoding="utf-8", errors="surrogateescape")
-        os.replace(temporary, target)
-    return str(target)
+_KEYWORD = re.compile(r"[ \t]*([^ \t\"=]*)[ \t]*(?:=[ \t]*)?(.*)$", re.DOTALL)
+
+
+def parse_lines(text: str, path: str) -> list[Line]:
+    """The directives of one file, in order (blank lines and comments dropped)."""
+    lines = []
+    for number, line in enumerate(text.splitlines(), 1):
+        where = f"{path}:{number}"
+        line = line.rstrip(" \t\r\f")
+        match = _KEYWORD.match(line)
+        keyword, rest = (match[1], match[2]) if match else ("", "")
+        if not keyword or keyword.startswith("#"):
+            continue
+        lines.append(Line(keyword.lower(), tuple(split_args(rest, where)), rest, where))
+    return lines
+
+
+def match_pattern(name: str, pattern: str) -> bool:
+    """OpenSSH's ``match_pattern``: ``*`` and ``?`` only (no character classes), case as given."""
+    escaped = pattern.replace("[", "[[]")
+    return fnmatchcase(name, escaped)
+
+
+def match_pattern_list(name: str, patterns: str, *, lower: bool = False) -> bool:
+    """``match_pattern_list``: comma-separated, ``!`` negates and any negated match wins."""
+    if lower:
+        name, patterns = name.lower(), patterns.lower()
+    found = False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        if match_pattern(name, pattern[1:] if negated else pattern):
+            if negated:
+                return False
+            found = True
+    return found
+
+
+def read_config(path: str) -> list[Line]:
+    """The directives of a file; a file that does not exist has none."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ConfigError(f"cannot read SSH config {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"SSH config {path} is larger than {MAX_CONFIG_BYTES} bytes")
+    return parse_lines(data.decode("utf-8", "surrogateescape"), path)
+
+
+def include_paths(pattern: str, *, user_config: bool) -> list[str]:
+    """The files an ``Include`` names: ``~`` expanded, relative to ``~/.ssh`` (or ``/etc/ssh``
+    in the system file), glob-sorted."""
+    pattern = tilde_expand(pattern)
+    if not pattern.startswith("/"):
+        base = os.path.join(local_account().pw_dir, ".ssh") if user_config else "/etc/ssh"
+        pattern = os.path.join(base, pattern)
+    return sorted(glob.glob(pattern))

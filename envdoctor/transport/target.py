@@ -6,6 +6,8 @@ the local machine do not pay for importing asyncssh and its cryptography.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,8 +32,12 @@ class SSHOptions:
     """How to connect; the same for every host of a run."""
 
     config_files: tuple[str, ...] = field(default_factory=tuple)
-    connect_timeout: float = 15.0
+    #: ``--connect-timeout``; None lets the config's ConnectTimeout (else the default) decide.
+    connect_timeout: float | None = None
     accept_new: bool = False
+    #: ``--insecure-no-host-key-check``: the confirmation without which a config's
+    #: ``StrictHostKeyChecking no`` is not honoured.
+    allow_no_host_key_check: bool = False
     keepalive_interval: float = 15.0
     #: Further connect attempts after a refused or dropped (never a timed-out) connection.
     connect_retries: int = 3
@@ -43,3 +49,57 @@ class SSHOptions:
             return list(self.config_files)
         default = DEFAULT_SSH_CONFIG.expanduser()
         return [str(default)] if default.is_file() else []
+
+    def effective_connect_timeout(self, configured: float | None) -> float:
+        """``--connect-timeout`` when given, else the config's ConnectTimeout, else the default."""
+        if self.connect_timeout is not None:
+            return self.connect_timeout
+        return configured if configured is not None else DEFAULT_CONNECT_TIMEOUT
+
+
+DEFAULT_CONNECT_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True)
+class ResolvedHost:
+    """One destination's SSH settings as OpenSSH resolves them (``ssh -G``, or the built-in
+    parser when no ssh client is installed), with file names already expanded."""
+
+    host: str
+    hostname: str
+    port: int
+    user: str
+    #: Every IdentityFile in order, expanded; :attr:`existing_identity_files` are those ssh uses.
+    identity_files: tuple[str, ...] = ()
+    identities_only: bool = False
+    #: The ProxyJump hops as written (``[user@]host[:port]`` or ``ssh://`` URIs), or None.
+    proxy_jump: tuple[str, ...] | None = None
+    proxy_command: str | None = None
+    user_known_hosts_files: tuple[str, ...] = ()
+    global_known_hosts_files: tuple[str, ...] = ()
+    #: As ``ssh -G`` prints it: ``true``, ``false``, ``ask`` or ``accept-new``.
+    strict_host_key_checking: str = "ask"
+    host_key_alias: str | None = None
+    check_host_ip: bool = False
+    connect_timeout: float | None = None
+    #: Which resolver produced this: ``ssh -G`` or ``built-in parser``.
+    resolver: str = ""
+    #: Where a value came from (``file:line``, ``command line``, ``default``), by field name.
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def existing_identity_files(self) -> tuple[str, ...]:
+        """The identity files ssh would offer: those that exist, in order (it skips the others)."""
+        return tuple(f for f in self.identity_files if f != "none" and os.path.isfile(f))
+
+    @property
+    def known_hosts_files(self) -> tuple[str, ...]:
+        return tuple(f for f in (*self.user_known_hosts_files, *self.global_known_hosts_files) if f != "none")
+
+
+@dataclass(frozen=True)
+class ConnectionPlan:
+    """Where a connection goes: the destination and the jump hosts before it, first hop first."""
+
+    target: ResolvedHost
+    jumps: tuple[ResolvedHost, ...] = ()

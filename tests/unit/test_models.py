@@ -101,8 +101,8 @@ def test_mask_candidate_is_an_unused_reserved_id():
     assert choice.token_id not in (163584, 163585, 163586, 163838, 163839)
 
 
-def test_mask_candidate_prefers_the_tokenizers_own_and_else_says_grow():
-    """A tokenizer's own mask token wins; a vocabulary with no reserved id must grow."""
+def test_mask_candidate_prefers_the_tokenizers_own_and_else_says_what_is_not_known():
+    """A tokenizer's own mask token wins; without tokenizer.json, unnamed rows are said to be unknown."""
     own = static_tokenizer({"tokenizer_config.json": {
         "mask_token": "<mask>", "added_tokens_decoder": {"5": {"content": "<mask>"}}}}, None)
     assert choose_mask_token(own, 10).token_id == 5
@@ -110,7 +110,7 @@ def test_mask_candidate_prefers_the_tokenizers_own_and_else_says_grow():
         "pad_token": "<|endoftext|>", "added_tokens_decoder": {"1": {"content": "<|endoftext|>"},
                                                               "2": {"content": "<|im_end|>"}}}}, None)
     choice = choose_mask_token(qwen, 10)
-    assert choice.token_id is None and "must grow" in choice.message
+    assert choice.token_id is None and "not known" in choice.message and "must grow" not in choice.message
 
 
 def test_reserved_token_named_by_the_chat_template_is_not_a_candidate():

@@ -1,17 +1,16 @@
-"""Stage plumbing without a host: streaming transports, log paths, facts placeholders."""
+"""Stage plumbing without a host: streaming transports, facts placeholders."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 
 import pytest
 
 from envdoctor.errors import CommandTimeout
 from envdoctor.inventory import HostSpec, Stage
-from envdoctor.stages import FACT_PLACEHOLDERS, lookup, log_path_for, placeholder_values
+from envdoctor.stages import FACT_PLACEHOLDERS, lookup, placeholder_values
 from envdoctor.transport.interface import CommandResult, Transport
 from envdoctor.transport import local
 from envdoctor.transport.local import LocalTransport
@@ -57,13 +56,6 @@ def test_local_stream_timeout_kills_the_command(monkeypatch):
     with pytest.raises(CommandTimeout):
         asyncio.run(LocalTransport().stream([sys.executable, "-c", "import time; time.sleep(30)"],
                                             on_stdout=lambda _: None, on_stderr=lambda _: None, timeout=0.5))
-
-
-def test_log_path_lives_in_the_venv():
-    """A detached stage logs to <venv>/.envdoctor/logs/<stage>-<UTC time>.log."""
-    spec = HostSpec("h", None, venv="/root/venv a")
-    path = log_path_for(spec, Stage("gen", "h", (), "x"), datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
-    assert path == "/root/venv a/.envdoctor/logs/gen-20260102T030405Z.log"
 
 
 def test_every_fact_placeholder_reads_the_facts_document():

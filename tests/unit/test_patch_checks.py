@@ -14,13 +14,16 @@ from envdoctor.inventory import HostSpec
 from envdoctor.patching import Patch
 from envdoctor.probe.program import ProbeOutput
 from envdoctor.results import Status
+from envdoctor.patch_proof import AddKeyword
 from envdoctor.patches.trust_remote_code import add_flag_at
 from tests.unit.fakes import dist, env, facts
 
 SITE = "/v/lib/python3.11/site-packages"
 SOURCE = b"from transformers import AutoConfig\nc = AutoConfig.from_pretrained(p)\n"
+CONFIG = "transformers.AutoConfig.from_pretrained"
 DEMO = Patch(id="demo", summary="s", why="w", distribution="demo", specifier=SpecifierSet("<2"),
-             files=("demo/a.py",), transform=add_flag_at({2}), fixed_in="2.0", needs_consent=True)
+             files=("demo/a.py",), transform=add_flag_at({(2, 4, CONFIG)}), fixed_in="2.0", needs_consent=True,
+             declares=(AddKeyword("trust_remote_code", sites=((2, 4, CONFIG),)),))
 
 
 def record_of(data: bytes) -> str:
@@ -66,6 +69,7 @@ def test_foreign_file_is_a_conflict_with_a_manual_reinstall():
 class _Site:
     def __init__(self, path: str, line: int, state: str) -> None:
         self.path, self.line, self.state = path, line, state
+        self.column, self.callee = 4, CONFIG
 
 
 class _Gap:

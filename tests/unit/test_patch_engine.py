@@ -37,12 +37,14 @@ from envdoctor.patching import (
     revert_patch,
 )
 from envdoctor.transport.local import LocalTransport
+from envdoctor.patch_proof import AddKeyword, ReplaceStatement
 from envdoctor.patches.trust_remote_code import add_flag_at
 from tests.unit.fakes import dist, env
 
 SOURCE = b"from transformers import AutoTokenizer\ntok = AutoTokenizer.from_pretrained(path)\n"
 PATCHED = b"from transformers import AutoTokenizer\ntok = AutoTokenizer.from_pretrained(path, trust_remote_code=True)\n"
 REL = "demo/load.py"
+TOKENIZER = "transformers.AutoTokenizer.from_pretrained"
 
 DEMO = Patch(
     id="demo-flag",
@@ -51,8 +53,9 @@ DEMO = Patch(
     distribution="demo",
     specifier=SpecifierSet(">=1.0,<2"),
     files=(REL,),
-    transform=add_flag_at({2}),
+    transform=add_flag_at({(2, 6, TOKENIZER)}),
     fixed_in="2.0",
+    declares=(AddKeyword("trust_remote_code", sites=((2, 6, TOKENIZER),)),),
 )
 
 
@@ -274,7 +277,8 @@ def _append_marker(module: cst.Module) -> cst.Module:
 def test_second_patch_on_a_file_accepts_the_first_patchs_text(venv):
     """A file another envdoctor patch left as recorded is a known pre-image, not a conflict."""
     venv.apply()
-    second = replace(DEMO, id="demo-second", transform=_append_marker)
+    second = replace(DEMO, id="demo-second", transform=_append_marker,
+                     declares=(ReplaceStatement("", old="", new="PATCHED_TWICE = True"),))
     plan = plan_patch(second, venv.env, venv.files())
     assert plan.state == PENDING, plan.message
     outcome = asyncio.run(apply_patch_remedy(LocalTransport(), patch_remedy(plan, venv.env, consent=True), dry_run=False))

@@ -6,9 +6,9 @@ from textwrap import dedent
 
 import libcst as cst
 import pytest
-from libcst.metadata import MetadataWrapper
 
-from envdoctor.cst_edits import AddTrustRemoteCode, callee_is
+from envdoctor.cst_edits import KeywordEdit, add_keyword_at_sites
+from envdoctor.patch_proof import AddKeyword, prove
 from envdoctor.patching import SkipFile, TransformMismatch
 from envdoctor.patches import trust_remote_code
 from envdoctor.patches.speculators import decoder_through_language_model, tokenizer_trusts_remote_code
@@ -16,14 +16,17 @@ from envdoctor.patches.speculators import decoder_through_language_model, tokeni
 AUTO_TOKENIZER = "transformers.AutoTokenizer.from_pretrained"
 
 
-def add_flag(before: str) -> tuple[str, AddTrustRemoteCode]:
-    edit = AddTrustRemoteCode(callee_is(AUTO_TOKENIZER))
-    return MetadataWrapper(cst.parse_module(dedent(before))).visit(edit).code, edit
+def add_flag(before: str) -> tuple[str, KeywordEdit]:
+    edit = add_keyword_at_sites(cst.parse_module(dedent(before)), callee=AUTO_TOKENIZER)
+    return edit.module.code, edit
 
 
 def assert_adds_flag(before: str, after: str) -> None:
     code, _ = add_flag(before)
     assert code == dedent(after)
+    # The proof accepts exactly this change (one keyword per missing call, comments kept).
+    assert prove((AddKeyword("trust_remote_code", callee=AUTO_TOKENIZER),), "m.py",
+                 dedent(before).encode(), code.encode()) == []
 
 
 def test_one_line_call_gains_flag_without_spaces_around_equals():
@@ -121,7 +124,7 @@ def test_kwargs_call_and_call_with_flag_are_left_alone():
         """
     code, edit = add_flag(before)
     assert code == dedent(before)
-    assert edit.skipped_kwargs == [3] and edit.present_lines == [4] and edit.changed_lines == []
+    assert [k[0] for k in edit.kwargs] == [3] and [k[0] for k in edit.present] == [4] and edit.changed == ()
 
 
 def test_local_class_sharing_the_name_is_not_transformers():
@@ -134,7 +137,7 @@ def test_local_class_sharing_the_name_is_not_transformers():
         tok = AutoTokenizer.from_pretrained(path)
         """
     code, edit = add_flag(before)
-    assert code == dedent(before) and edit.changed_lines == []
+    assert code == dedent(before) and edit.changed == ()
 
 
 GENERATOR_BEFORE = '''
@@ -220,8 +223,140 @@ def test_speculators_worker_040_resolves_the_language_model_itself():
         decoder_through_language_model(cst.parse_module(WORKER_040))
 
 
-def test_generic_patch_changes_only_the_named_lines():
-    """The generic patch adds the flag at the scanner's lines only, and skips a **kwargs call there."""
+
+
+def generic(before: str, *sites: tuple[int, int, str], path: str = "lib/m.py") -> str:
+    """The generic patch's new text for the scanner's sites, proven as the engine proves it."""
+    from envdoctor.patching import transform_source
+
+    patch = trust_remote_code.for_file("lib", "1.0", path, set(sites))
+    new = transform_source(patch, dedent(before).encode(), path)
+    assert new is not None
+    return new.decode()
+
+
+def missing_sites(before: str, path: str = "lib/m.py") -> list[tuple[int, int, str]]:
+    from envdoctor.scan import package_of_relative_path, scan_source
+
+    sites, _ = scan_source(dedent(before).encode(), path, package=package_of_relative_path(path))
+    return [(s.line, s.column, s.callee) for s in sites if s.state == "missing"]
+
+
+def assert_generic(before: str, after: str) -> None:
+    """The scanner's missing sites of `before`, patched by the generic patch, give `after`."""
+    assert generic(before, *missing_sites(before)) == dedent(after)
+
+
+def test_call_around_the_loader_on_the_same_line_is_left_alone():
+    """`len(AutoTokenizer.from_pretrained(...))` (sentence-transformers): only the loader gains the flag."""
+    assert_generic(
+        """
+        from transformers import AutoTokenizer
+        n = len(AutoTokenizer.from_pretrained(model_name_or_path))
+        """,
+        """
+        from transformers import AutoTokenizer
+        n = len(AutoTokenizer.from_pretrained(model_name_or_path, trust_remote_code=True))
+        """,
+    )
+
+
+def test_call_chained_on_the_loader_is_left_alone():
+    """`.from_pretrained(...).to("cuda")` (trl): the chained call starts at the same place and is not touched."""
+    assert_generic(
+        """
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B").to("cuda")
+        """,
+        """
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B", trust_remote_code=True).to("cuda")
+        """,
+    )
+
+
+def test_call_in_the_loaders_arguments_is_left_alone():
+    """`str(self.model_dir)` among the arguments (lm-eval) keeps its one argument."""
+    assert_generic(
+        """
+        from transformers import AutoConfig
+        class M:
+            def load(self):
+                self.config = AutoConfig.from_pretrained(str(self.model_dir), revision=str(rev))
+        """,
+        """
+        from transformers import AutoConfig
+        class M:
+            def load(self):
+                self.config = AutoConfig.from_pretrained(str(self.model_dir), revision=str(rev), trust_remote_code=True)
+        """,
+    )
+
+
+def test_two_sites_on_one_line_each_get_one_flag():
+    """A loader inside another loader's arguments: each named site gets exactly one keyword."""
+    assert_generic(
+        """
+        from transformers import AutoConfig, AutoModel
+        m = AutoModel.from_pretrained(p, config=AutoConfig.from_pretrained(p))
+        """,
+        """
+        from transformers import AutoConfig, AutoModel
+        m = AutoModel.from_pretrained(p, config=AutoConfig.from_pretrained(p, trust_remote_code=True), trust_remote_code=True)
+        """,
+    )
+
+
+def test_trailing_comment_on_the_last_argument_is_kept():
+    """`p, use_fast=True  # fast` then `)`: the flag joins the line and `# fast` stays at its end."""
+    assert_generic(
+        """
+        from transformers import AutoTokenizer
+        tok = AutoTokenizer.from_pretrained(
+            p, use_fast=True  # fast
+        )
+        tok = AutoTokenizer.from_pretrained(
+            p, use_fast=True,  # fast, with a trailing comma
+        )
+        """,
+        """
+        from transformers import AutoTokenizer
+        tok = AutoTokenizer.from_pretrained(
+            p, use_fast=True, trust_remote_code=True  # fast
+        )
+        tok = AutoTokenizer.from_pretrained(
+            p, use_fast=True, trust_remote_code=True,  # fast, with a trailing comma
+        )
+        """,
+    )
+
+
+def test_from_config_and_alias_sites_are_patched_by_identity():
+    """`load_class.from_config(...)` through a multi-binding alias is patched like any other site."""
+    assert_generic(
+        """
+        from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+        def load(config, seq2seq):
+            if seq2seq:
+                load_class = AutoModelForSeq2SeqLM
+            else:
+                load_class = AutoModelForCausalLM
+            return load_class.from_config(config)
+        """,
+        """
+        from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+        def load(config, seq2seq):
+            if seq2seq:
+                load_class = AutoModelForSeq2SeqLM
+            else:
+                load_class = AutoModelForCausalLM
+            return load_class.from_config(config, trust_remote_code=True)
+        """,
+    )
+
+
+def test_generic_patch_changes_only_the_named_sites():
+    """Only the named sites change; a **kwargs site is never patched; a second run is a no-op."""
     before = dedent("""
         from transformers import AutoConfig, AutoModel
         config = AutoConfig.from_pretrained(path)
@@ -234,8 +369,58 @@ def test_generic_patch_changes_only_the_named_lines():
         model = AutoModel.from_pretrained(path)
         other = AutoModel.from_pretrained(path, **kw)
         """)
-    assert trust_remote_code.add_flag_at({3, 5})(cst.parse_module(before)).code == after
+    config = (3, 9, "transformers.AutoConfig.from_pretrained")
+    assert generic(before, config) == after
     with pytest.raises(TransformMismatch):
-        trust_remote_code.add_flag_at({5})(cst.parse_module(before))
+        trust_remote_code.add_flag_at({(5, 8, "transformers.AutoModel.from_pretrained")})(cst.parse_module(before))
+    with pytest.raises(TransformMismatch, match="no such call"):
+        trust_remote_code.add_flag_at({(3, 9, "transformers.AutoModel.from_pretrained")})(cst.parse_module(before))
     with pytest.raises(SkipFile):
-        trust_remote_code.add_flag_at({3})(cst.parse_module(after))
+        trust_remote_code.add_flag_at({config})(cst.parse_module(after))
+
+
+def test_proof_refuses_an_undeclared_keyword_on_the_same_line():
+    """The proof names a keyword added to a call nobody declared (the old line-based bug) and refuses it."""
+    old = b"from transformers import AutoTokenizer\nn = len(AutoTokenizer.from_pretrained(p))\n"
+    wrong = b"from transformers import AutoTokenizer\nn = len(AutoTokenizer.from_pretrained(p, trust_remote_code=True), trust_remote_code=True)\n"
+    right = b"from transformers import AutoTokenizer\nn = len(AutoTokenizer.from_pretrained(p, trust_remote_code=True))\n"
+    declared = (AddKeyword("trust_remote_code", sites=((2, 8, AUTO_TOKENIZER),)),)
+    problems = prove(declared, "m.py", old, wrong)
+    assert len(problems) == 1 and "undeclared" in problems[0] and "`len(...)`" in problems[0]
+    assert prove(declared, "m.py", old, right) == []
+    # Declared but not done, another value, lost comment, changed layout elsewhere: each refused.
+    assert "not done" in prove(declared, "m.py", old, old.replace(b"(p)", b"(q)"))[-1]
+    assert prove(declared, "m.py", old, right.replace(b"=True", b"=1"))
+    commented = old.replace(b"(p))", b"(p  # c\n))")
+    assert "comments" in prove(declared, "m.py", commented, right.replace(b"True))", b"True\n))"))[0]
+    assert "outside" in prove(declared, "m.py", old, right.replace(b"n = ", b"n =  "))[0]
+
+
+def test_engine_refuses_a_patch_that_changes_more_than_it_declares():
+    """A transform whose result differs beyond its declaration raises UndeclaredChange with the diff."""
+    from packaging.specifiers import SpecifierSet
+
+    from envdoctor.patching import Patch, UndeclaredChange, transform_source
+
+    def sneaky(module: cst.Module) -> cst.Module:
+        return cst.parse_module(module.code.replace("(p)", "(p, trust_remote_code=True)").replace("x = 1", "x = 2"))
+
+    patch = Patch(id="p", summary="s", why="w", distribution="d", specifier=SpecifierSet(">=0"), files=("d/m.py",),
+                  transform=sneaky, declares=(AddKeyword("trust_remote_code", callee=AUTO_TOKENIZER),))
+    source = b"from transformers import AutoTokenizer\nx = 1\nt = AutoTokenizer.from_pretrained(p)\n"
+    with pytest.raises(UndeclaredChange) as refused:
+        transform_source(patch, source, "d/m.py")
+    assert "x = 1" in refused.value.diff and "line 2: `1` became `2`" in str(refused.value)
+    undeclared = Patch(id="q", summary="s", why="w", distribution="d", specifier=SpecifierSet(">=0"),
+                       files=("d/m.py",), transform=sneaky)
+    with pytest.raises(UndeclaredChange):
+        transform_source(undeclared, source, "d/m.py")
+
+
+def test_speculators_patches_prove_against_their_declarations():
+    """The shipped speculators patches pass their own proof on the code they target."""
+    from envdoctor.patches.speculators import GENERATOR, MULTIMODAL_DECODER, TOKENIZER, WORKER
+
+    assert prove(TOKENIZER.declares, GENERATOR, GENERATOR_BEFORE.encode(), GENERATOR_AFTER.encode()) == []
+    assert prove(MULTIMODAL_DECODER.declares, WORKER, WORKER_BEFORE.encode(), WORKER_AFTER.encode()) == []
+    assert prove(MULTIMODAL_DECODER.declares, WORKER, WORKER_BEFORE.encode(), GENERATOR_AFTER.encode())

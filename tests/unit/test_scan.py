@@ -229,8 +229,8 @@ def test_alias_sites_have_the_states_of_their_arguments():
     assert sites_of(source) == [(4, model, "ok"), (5, model, "missing")]
 
 
-def test_alias_assigned_two_different_classes_is_not_resolved():
-    """A name assigned two different classes (or anything else as well) is not guessed at."""
+def test_alias_whose_every_binding_is_a_loader_is_resolved_and_others_are_not():
+    """A name assigned only loader classes (in branches) is a site; one also bound otherwise is not guessed at."""
     source = """
     from transformers import AutoConfig, AutoTokenizer
     cls = AutoTokenizer
@@ -244,7 +244,71 @@ def test_alias_assigned_two_different_classes_is_not_resolved():
     same = AutoTokenizer
     z = same.from_pretrained(path)
     """
-    assert sites_of(source) == [(12, TOK, "missing")]
+    assert sites_of(source) == [(6, "transformers.AutoConfig.from_pretrained", "missing"), (12, TOK, "missing")]
+
+
+def test_loader_class_chosen_in_branches_as_llamafactory_does():
+    """`load_class = AutoModelForX` in each branch of a function: the call through it is a site."""
+    source = """
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSeq2SeqLM
+
+    def load_model(config, init_kwargs):
+        if type(config) in AutoModelForImageTextToText._model_mapping.keys():
+            load_class = AutoModelForImageTextToText
+        elif type(config) in AutoModelForSeq2SeqLM._model_mapping.keys():
+            load_class = AutoModelForSeq2SeqLM
+        else:
+            load_class = AutoModelForCausalLM
+        if init_kwargs.get("train_from_scratch"):
+            return load_class.from_config(config, trust_remote_code=True)
+        return load_class.from_pretrained(**init_kwargs)
+    """
+    assert sites_of(source) == [
+        (12, "transformers.AutoModelForCausalLM.from_config", "ok"),
+        (13, "transformers.AutoModelForCausalLM.from_pretrained", "kwargs"),
+    ]
+
+
+def test_from_config_is_a_site_of_its_own_kind():
+    """`AutoModel.from_config(...)` is reported as transformers.AutoModel.from_config; AutoConfig has none."""
+    source = """
+    import transformers
+    from transformers import AutoModelForCausalLM as M
+    a = M.from_config(config)
+    b = transformers.AutoModel.from_config(config, trust_remote_code=True)
+    c = transformers.AutoConfig.from_config(config)
+    """
+    assert sites_of(source) == [
+        (4, "transformers.AutoModelForCausalLM.from_config", "missing"),
+        (5, "transformers.AutoModel.from_config", "ok"),
+    ]
+
+
+def test_reexport_inside_the_package_is_followed():
+    """`from .common import AutoConfig` resolves when the scanned package's common.py imports it from transformers."""
+    from envdoctor.scan import ExportTable
+    from envdoctor.scan_exports import exports_of_source
+
+    common = b"try:\n    from transformers import AutoConfig\nexcept ImportError:\n    pass\nTok = __import__('x')\n"
+    init = b"from .common import AutoConfig as Config\n"
+    exports = ExportTable.build({
+        "pkg.common": exports_of_source(common, "pkg.common", "pkg"),
+        "pkg": exports_of_source(init, "pkg", "pkg"),
+    })
+    source = textwrap.dedent("""
+    from .common import AutoConfig
+    from . import common
+    from pkg import Config
+    a = AutoConfig.from_pretrained(p)
+    b = common.AutoConfig.from_pretrained(p)
+    c = Config.from_pretrained(p, trust_remote_code=True)
+    """).encode()
+    for shortcuts in (True, False):
+        sites, error = scan_source(source, "pkg/model.py", package="pkg", exports=exports, shortcuts=shortcuts)
+        assert error is None
+        assert [(s.line, s.callee, s.state) for s in sites] == [
+            (5, CFG, "missing"), (6, CFG, "missing"), (7, CFG, "ok")]
+    assert scan_source(source, "pkg/model.py", package="pkg")[0] == []
 
 
 def test_alias_shadowed_by_a_parameter_is_not_resolved():
@@ -507,3 +571,46 @@ def test_reports_sarif_json_and_text(tmp_path):
     assert run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"].startswith("c.py:")
     text = render(scans, "text")
     assert "a/x.py:3:5: missing" in text and text.rstrip().endswith("1 file(s) could not be scanned")
+
+
+def test_namespace_packages_and_reexports_resolve_across_a_scanned_tree(tmp_path):
+    """A folder without __init__.py is still a package inside the scanned root, and a package's re-export is followed."""
+    root = tmp_path / "python" / "sglang"
+    (root / "srt" / "utils").mkdir(parents=True)  # srt and utils have no __init__.py, as in sglang
+    (root / "__init__.py").write_text("")
+    (root / "srt" / "utils" / "common.py").write_text("from transformers import AutoConfig, AutoProcessor\n")
+    (root / "srt" / "hf.py").write_text(
+        "from .utils.common import AutoConfig\n"
+        "from .utils import common\n"
+        "config = AutoConfig.from_pretrained(path)\n"
+        "processor = common.AutoProcessor.from_pretrained(path, trust_remote_code=True)\n"
+    )
+    (root / "srt" / "model_loader.py").write_text(
+        "from transformers import AutoModel\nmodel = AutoModel.from_config(config)\n")
+    for scanner in (TrustRemoteCodeScanner(), TrustRemoteCodeScanner(jobs=2),
+                    TrustRemoteCodeScanner(use_filter=False, shortcuts=False)):
+        report = scanner.scan([root])
+        assert [(s.path, s.line, s.callee, s.state) for s in report.sites] == [
+            ("srt/hf.py", 3, CFG, "missing"),
+            ("srt/hf.py", 4, "transformers.AutoProcessor.from_pretrained", "ok"),
+            ("srt/model_loader.py", 2, "transformers.AutoModel.from_config", "missing"),
+        ], scanner
+    # Installed under site-packages, a namespace folder is named from the site root.
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "ns" / "inner").mkdir(parents=True)
+    module = site / "ns" / "inner" / "m.py"
+    module.write_text("from ..up import AutoModel\n")
+    from envdoctor.scan import module_of_file
+
+    assert module_of_file(module, site / "ns") == ("ns.inner.m", "ns.inner")
+
+
+def test_from_config_and_reexport_files_pass_the_byte_filters():
+    """The site filter passes from_config calls; the export filter passes files that only import a loader name."""
+    from envdoctor.scan import might_export_loader
+
+    assert might_contain_site(b"m = AutoModelForCausalLM.from_config(c)\n")
+    assert might_contain_site(b"from x import AutoModel as M\nm = M.from_config(c)\n")
+    assert might_export_loader(b"from transformers import (\n    AutoConfig,\n    AutoTokenizer,\n)\n")
+    assert might_export_loader(b"from vllm import LLM\n")
+    assert not might_export_loader(b"x = AutoConfig\n# from transformers import AutoConfig\n")

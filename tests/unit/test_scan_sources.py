@@ -41,7 +41,7 @@ def make_dist(site: Path, name: str, version: str, requires: list[str], files: d
 
 @pytest.fixture
 def venv(tmp_path: Path) -> Path:
-    """A fake venv: a dependent of transformers, one with an optional extra only, one unrelated, one shadowed."""
+    """A fake venv: a dependent of transformers, one through an extra only, one that only imports it, one unrelated."""
     prefix = tmp_path / "venv"
     site = prefix / "lib" / "python3.11" / "site-packages"
     make_dist(site, "speculators", "0.3.0", ["transformers>=4.50", 'pytest; extra == "dev"'],
@@ -49,6 +49,8 @@ def venv(tmp_path: Path) -> Path:
     make_dist(site, "optlib", "1.0", ['transformers; extra == "hf"'], {"optlib/hf.py": GAP})
     make_dist(site, "My_Lib", "2.0", [], {"my_lib/run.py": GAP.replace(b"p)\n", b"p, trust_remote_code=True)\n")})
     make_dist(site, "Served", "1.0", ["vllm (>=0.9)"], {"served/bad.py": b"import vllm\nvllm.LLM(\n"})
+    make_dist(site, "unrelated", "1.0", ["numpy"], {
+        "unrelated/a.py": b'# works with transformers too\nhint = "import transformers"\nimport transformers_stream\n'})
     return prefix
 
 
@@ -59,20 +61,37 @@ def run_section(prefix: Path, extra=(), **overrides) -> tuple[dict, list[dict]]:
 
 
 def test_section_ships_only_filtered_files_of_dependents(venv):
-    """Dependents of transformers/vllm are selected (not optional extras); only files that may hold a site travel."""
+    """Dependents (also through an extra) and importers of transformers/vllm are selected; only files that may hold a site travel."""
     data, items = run_section(venv)
     assert [(d["name"], d["reason"]) for d in data["distributions"]] == [
-        ("Served", "depends on vllm"), ("speculators", "depends on transformers")
+        ("My_Lib", "imports transformers"), ("Served", "depends on vllm"),
+        ("optlib", "depends on transformers (extra hf)"), ("speculators", "depends on transformers"),
     ]
-    speculators = data["distributions"][1]
+    speculators = data["distributions"][3]
     assert (speculators["files"], speculators["matched"]) == (3, 1)
-    assert [(i["distribution"], i["path"]) for i in items] == [("Served", "served/bad.py"), ("speculators", "speculators/gen.py")]
-    assert base64.b64decode(items[1]["data"]) == GAP
-    assert data["shipped_bytes"] == len(GAP) + len(b"import vllm\nvllm.LLM(\n")
+    assert [(i["distribution"], i["path"]) for i in items] == [
+        ("My_Lib", "my_lib/run.py"), ("Served", "served/bad.py"), ("optlib", "optlib/hf.py"),
+        ("speculators", "speculators/gen.py")]
+    assert base64.b64decode(items[3]["data"]) == GAP
+    assert data["shipped_bytes"] == 3 * len(GAP) + len(b"import vllm\nvllm.LLM(\n") + len(b", trust_remote_code=True")
+
+
+def test_file_that_only_imports_a_loader_name_travels_for_its_exports(tmp_path):
+    """A module that imports AutoConfig without calling it ships marked exports_only (its package may re-export it)."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    make_dist(site, "pkg", "1.0", ["transformers"], {
+        "pkg/__init__.py": b"", "pkg/common.py": b"from transformers import (\n    AutoConfig,\n)\n",
+        "pkg/model.py": b"from .common import AutoConfig\nc = AutoConfig.from_pretrained(p)\n"})
+    _, items = run_section(tmp_path / "venv")
+    assert [(i["path"], i.get("exports_only", False)) for i in items] == [
+        ("pkg/common.py", True), ("pkg/model.py", False)]
+    sites, errors = scan_items(items)
+    assert errors == [] and [(s.site.path, s.site.callee) for s in sites] == [
+        ("pkg/model.py", "transformers.AutoConfig.from_pretrained")]
 
 
 def test_named_distribution_is_added_and_unknown_names_reported(venv):
-    """--scan DIST adds a distribution by its canonical name; one not installed is listed, not an error."""
+    """--scan DIST adds a distribution by its canonical name; the section lists one not installed."""
     data, items = run_section(venv, extra=["my-lib", "absent"])
     assert "My_Lib" in [d["name"] for d in data["distributions"]]
     assert "my_lib/run.py" in [i["path"] for i in items]
@@ -83,7 +102,7 @@ def test_budget_caps_what_one_probe_ships(venv):
     """Files over the byte budget are listed as skipped instead of shipped."""
     data, items = run_section(venv, max_total_bytes=30)
     assert [i["path"] for i in items] == ["served/bad.py"]
-    assert [s["path"] for s in data["skipped"]] == ["speculators/gen.py"]
+    assert [s["path"] for s in data["skipped"]] == ["my_lib/run.py", "optlib/hf.py", "speculators/gen.py"]
     assert data["shipped_bytes"] <= 30
 
 
@@ -110,8 +129,9 @@ def test_check_warns_without_consent_and_fails_with_it(venv):
     fail = trust_remote_code_sites(context(venv, data, items, trust=True))
     assert warn.status is Status.WARN and fail.status is Status.FAIL
     assert "speculators/gen.py:4 transformers.AutoTokenizer.from_pretrained (missing)" in fail.message
-    site = fail.details["sites"][0]
-    assert (site["distribution"], site["version"], site["path"]) == ("speculators", "0.3.0", "speculators/gen.py")
+    site = next(s for s in fail.details["sites"] if s["state"] == "missing")
+    assert (site["distribution"], site["version"], site["path"]) == ("optlib", "1.0", "optlib/hf.py")
+    assert "optlib/hf.py:4 transformers.AutoTokenizer.from_pretrained (missing)" in fail.message
     assert [e["path"] for e in fail.details["errors"]] == ["served/bad.py"]
 
 
@@ -156,3 +176,17 @@ def test_check_passes_when_nothing_depends_on_a_loader_library(tmp_path):
     assert data["distributions"] == [] and items == []
     result = trust_remote_code_sites(context(tmp_path, data, items, trust=True))
     assert result.status is Status.PASS and "nothing to scan" in result.message
+
+
+def test_scan_of_a_distribution_not_installed_is_an_error_result(venv):
+    """--scan of a name not installed: the check errors in one line, and the run-level helper names it."""
+    from envdoctor.checks.remote_code import scan_names_not_installed
+
+    data, items = run_section(venv, extra=["absent"])
+    result = trust_remote_code_sites(context(venv, data, items, trust=False))
+    assert result.status is Status.ERROR and "\n" not in result.message
+    assert result.message.startswith("--scan absent: not installed in")
+    named = type(result)(id="code.trust-remote-code", status=result.status, message="", details=result.details)
+    assert scan_names_not_installed([[named]]) == ["absent"]
+    fine = type(result)(id="code.trust-remote-code", status=Status.PASS, message="", details={})
+    assert scan_names_not_installed([[named], [fine]]) == []

@@ -1,0 +1,226 @@
+"""What ``pip check`` says about an environment, computed on the controller from the probe's
+metadata, and what it does not say: duplicate metadata folders and extras in use.
+
+pip's own rules (pip/_internal/operations/check.py and metadata/importlib): one distribution
+per name, the first found on sys.path (each folder in directory order); a distribution whose
+version or ``Requires-Dist`` cannot be parsed is "Error parsing dependencies" and left out of
+the set, so what requires it reads as not installed; requirements whose marker does not hold
+(with ``extra`` empty) are ignored; a version is checked with prereleases allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envdoctor.facts import Distribution, Environment
+
+_EXTRA_IN_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
+
+
+@dataclass(frozen=True)
+class Unmet:
+    """``who`` requires ``requirement``; ``have`` is the version installed (None: missing)."""
+
+    who: str
+    who_version: str
+    requirement: Requirement
+    have: str | None = None
+    #: For extras in use: the extra of ``who`` that names the requirement.
+    extra: str = ""
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(self.requirement.name)
+
+    def pip_line(self) -> str:
+        """The line ``pip check`` prints for it."""
+        if self.have is None:
+            return f"{self.who} {self.who_version} requires {self.name}, which is not installed."
+        return f"{self.who} {self.who_version} has requirement {self.requirement}, but you have {self.name} {self.have}."
+
+    def extra_line(self) -> str:
+        return f"{self.who} {self.who_version} [{self.extra}] requires {self.requirement}; {self.have} is installed"
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {"distribution": self.who, "version": self.who_version,
+                                   "requirement": str(self.requirement), "name": self.name, "installed": self.have}
+        if self.extra:
+            data["extra"] = self.extra
+        return data
+
+
+@dataclass(frozen=True)
+class ParseError:
+    """pip's "Error parsing dependencies of NAME": a version or Requires-Dist line it cannot read."""
+
+    name: str
+    path: str
+    line: str
+    error: str
+
+    def pip_line(self) -> str:
+        return f"Error parsing dependencies of {self.name}: {self.error} (in {self.line!r} of {self.path})"
+
+    def to_json(self) -> dict[str, str]:
+        return {"distribution": self.name, "path": self.path, "line": self.line, "error": self.error}
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """Two or more metadata folders of one distribution in one folder of sys.path."""
+
+    name: str
+    used: Distribution
+    others: tuple[Distribution, ...]
+
+    def line(self) -> str:
+        others = ", ".join(f"{d.path} ({d.version})" for d in self.others)
+        return f"{self.name}: {len(self.others) + 1} metadata folders in {self.used.site}: " \
+               f"{self.used.path} ({self.used.version}, the one Python and pip use) and {others}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"distribution": self.name, "site": self.used.site, "used": self.used.path,
+                "used_version": self.used.version, "others": [d.path for d in self.others]}
+
+
+@dataclass
+class Consistency:
+    """pip check's verdict (missing, conflicts, parse_errors) and envdoctor's own findings."""
+
+    missing: list[Unmet] = field(default_factory=list)
+    conflicts: list[Unmet] = field(default_factory=list)
+    parse_errors: list[ParseError] = field(default_factory=list)
+    duplicates: list[Duplicate] = field(default_factory=list)
+    extras: list[Unmet] = field(default_factory=list)
+
+    @property
+    def pip_ok(self) -> bool:
+        return not (self.missing or self.conflicts or self.parse_errors)
+
+    @property
+    def ok(self) -> bool:
+        return self.pip_ok and not self.duplicates and not self.extras
+
+    def pip_lines(self) -> list[str]:
+        return [u.pip_line() for u in self.missing + self.conflicts] + [e.pip_line() for e in self.parse_errors]
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    dist: Distribution
+    version: Version
+    requires: tuple[tuple[str, Requirement], ...]
+
+
+def _parse(dist: Distribution) -> _Parsed | ParseError:
+    name = canonicalize_name(dist.name)
+    if dist.error:
+        return ParseError(name, dist.path, "METADATA", dist.error)
+    try:
+        version = Version(dist.version)
+    except InvalidVersion as exc:
+        return ParseError(name, dist.path, f"Version: {dist.version}", _first_line(exc))
+    requires = []
+    for text in dist.requires:
+        try:
+            requires.append((text, Requirement(text.strip())))
+        except InvalidRequirement as exc:
+            return ParseError(name, dist.path, f"Requires-Dist: {text.strip()}", _first_line(exc))
+    return _Parsed(dist, version, tuple(requires))
+
+
+def _first_line(exc: Exception) -> str:
+    """packaging's messages draw a caret under the text on more lines; the report keeps one."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _holds(marker: Marker | None, markers: Mapping[str, str], extra: str = "") -> bool:
+    return marker is None or marker.evaluate({**markers, "extra": extra})
+
+
+def duplicates(env: Environment) -> list[Duplicate]:
+    """Distributions with more than one metadata folder in the same site folder; the first in
+    the probe's order (sys.path, then directory order) is the one importlib.metadata returns."""
+    groups: dict[tuple[str, str], list[Distribution]] = {}
+    for dist in env.distributions:
+        groups.setdefault((dist.site, dist.key), []).append(dist)
+    return [Duplicate(key, found[0], tuple(found[1:])) for (_, key), found in groups.items() if len(found) > 1]
+
+
+def extras_of(parsed: _Parsed) -> list[str]:
+    names = []
+    for text, req in parsed.requires:
+        if req.marker is not None:
+            names += [canonicalize_name(e) for e in _EXTRA_IN_MARKER.findall(str(req.marker))]
+    return list(dict.fromkeys(names))
+
+
+def check_environment(env: Environment) -> Consistency:
+    """``pip check`` for ``env`` (with the host's markers), plus duplicates and extras in use."""
+    result = Consistency(duplicates=duplicates(env))
+    package_set: dict[str, _Parsed] = {}
+    for dist in env.distributions:
+        if not dist.active:
+            continue
+        parsed = _parse(dist)
+        if isinstance(parsed, ParseError):
+            result.parse_errors.append(parsed)
+        else:
+            package_set[dist.key] = parsed
+    markers = env.markers
+    for key, parsed in package_set.items():
+        who, who_version = key, str(parsed.version)
+        for _, req in parsed.requires:
+            if not _holds(req.marker, markers):
+                continue
+            have = package_set.get(canonicalize_name(req.name))
+            if have is None:
+                result.missing.append(Unmet(who, who_version, req))
+            elif not req.specifier.contains(have.version, prereleases=True):
+                result.conflicts.append(Unmet(who, who_version, req, str(have.version)))
+        result.extras += _extras_in_use(parsed, package_set, markers)
+    return result
+
+
+def _extras_in_use(parsed: _Parsed, package_set: Mapping[str, _Parsed], markers: Mapping[str, str]) -> list[Unmet]:
+    """An extra whose every package is installed is in use (pip check ignores extras nobody
+    asked for at install time): its version pins must hold too."""
+    unmet = []
+    for extra in extras_of(parsed):
+        wanted = [req for _, req in parsed.requires
+                  if req.marker is not None and _holds(req.marker, markers, extra) and not _holds(req.marker, markers)]
+        if not wanted or any(canonicalize_name(r.name) not in package_set for r in wanted):
+            continue
+        for req in wanted:
+            have = package_set[canonicalize_name(req.name)].version
+            if not req.specifier.contains(have, prereleases=True):
+                shown = Requirement(str(req))
+                shown.marker = None
+                unmet.append(Unmet(parsed.dist.key, str(parsed.version), shown, str(have), extra))
+    return unmet
+
+
+def summary_lines(result: Consistency, count: int) -> list[str]:
+    """pip check's verdict on the first line; envdoctor's own findings each on a line of their own."""
+    lines = [f"pip check: {len(result.pip_lines())} problem(s): " + " ".join(result.pip_lines())
+             if not result.pip_ok else f"pip check: no broken requirements in {count} distributions"]
+    lines += [f"extras in use: {u.extra_line()}" for u in result.extras]
+    lines += [f"duplicate metadata: {d.line()}" for d in result.duplicates]
+    return lines
+
+
+def wanted_requirements(items: Sequence[Unmet]) -> list[str]:
+    """One requirement per name, the specifiers of everyone who wants it combined."""
+    specs: dict[str, list[str]] = {}
+    for item in items:
+        specs.setdefault(item.name, [])
+        if str(item.requirement.specifier):
+            specs[item.name].append(str(item.requirement.specifier))
+    return [name + ",".join(s) for name, s in specs.items()]

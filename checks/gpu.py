@@ -1,0 +1,83 @@
+"""Can the compiled stack run on this host's GPUs? Driver floors, kernels per GPU, extension ABI.
+
+Decided from files the probe read (the driver's version files, nvidia-smi's answer,
+torch/version.py, the ELF headers of torch's libraries and of every extension module),
+never by importing torch. The three failures it finds otherwise show up only minutes into
+a job: "CUDA driver version is insufficient", "no kernel image is available for execution
+on the device", and an ImportError "undefined symbol" from an extension built for another
+torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envdoctor.gpu.demangle import demangle
+from envdoctor.gpu.document import gpu_document
+from envdoctor.gpu.stack import GpuStack
+from envdoctor.gpu.verdicts import Verdict, judge
+from envdoctor.graph import CheckContext, check
+from envdoctor.results import CheckResult, Remedy, Status, errored
+
+SECTION = "gpu-stack"
+
+
+@check(
+    "gpu.stack",
+    facts=(SECTION,),
+    title="GPU stack: driver, kernels for each GPU, extension ABI",
+    requires=["host.python"],
+    why="a driver below the CUDA floor, an extension without kernels for this GPU or built for another torch "
+        "fails the job only after minutes of start-up",
+)
+def gpu_stack(ctx: CheckContext) -> CheckResult:
+    error = ctx.facts.probe.errors.get(SECTION)
+    if error:
+        return errored(f"the probe could not read the GPU stack: {error.strip().splitlines()[-1]}")
+    raw = ctx.facts.section(SECTION)
+    if not isinstance(raw, dict):
+        return errored("the probe returned no GPU stack facts")
+    stack = GpuStack.from_probe(raw)
+    # c++filt runs on the controller, for the message only (a local, deterministic translation).
+    verdict = judge(stack, getattr(ctx.spec, "gpus", None), demangle)
+    return result_of(stack, verdict)
+
+
+def result_of(stack: GpuStack, verdict: Verdict) -> CheckResult:
+    details: dict[str, Any] = {"gpu": gpu_document(stack), "findings": [f.to_json() for f in verdict.findings]}
+    if verdict.skipped:
+        details["skipped"] = verdict.skipped
+    fails, warns, infos = verdict.at("fail"), verdict.at("warn"), verdict.at("info")
+    shown = fails or warns
+    fixes = list(dict.fromkeys(f.remedy for f in fails + warns if f.remedy))
+    remedy = Remedy(summary="; ".join(fixes), automatic=False) if fixes else None
+    if fails:
+        status = Status.FAIL
+    elif warns:
+        status = Status.WARN
+    else:
+        status = Status.PASS
+    if shown:
+        message = "; ".join(f.message for f in fails + warns)
+    else:
+        message = _summary(stack, verdict)
+        if infos:
+            message += "; " + "; ".join(f.message for f in infos)
+    return CheckResult("", status, message, remedy=remedy, details=details)
+
+
+def _summary(stack: GpuStack, verdict: Verdict) -> str:
+    parts = []
+    if stack.torch_version:
+        parts.append(f"torch {stack.torch_version}" + (f" (CUDA {stack.torch_cuda})" if stack.torch_cuda else ""))
+    else:
+        parts.append("no torch in the environment")
+    checked = [b for b in stack.binaries if b.kind == "extension"]
+    abi = sum(1 for b in checked if b.needed and any(n.startswith(("libc10", "libtorch")) for n in b.needed))
+    parts.append(f"{len(checked)} extension module(s), {abi} linked against torch: ABI consistent")
+    if verdict.skipped:
+        parts.append(verdict.skipped)
+    else:
+        gpus = ", ".join(sorted({f"{g.name} (CC {g.cc_text})" for g in stack.gpus}))
+        parts.append(f"driver {stack.driver.version}; {len(stack.gpus)} GPU(s): {gpus}: kernels for every GPU")
+    return "; ".join(parts)

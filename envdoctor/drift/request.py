@@ -1,0 +1,52 @@
+"""The arguments of the probe section ``drift``, and the entry module of a stage's command."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from envdoctor.probe.program import MODULE_NEEDS, register_section
+from envdoctor.scan import LOADER_LIBRARIES
+
+SECTION = "drift"
+register_section(SECTION, "drift")
+# The section's helpers, sent before it: the scan's consumer selection (sources), the
+# owner-only cache writer (audit_hash, which needs audit_record) and the two drift helpers.
+MODULE_NEEDS.setdefault("drift", ("sources", "audit_record", "audit_hash", "drift_ast", "drift_uses"))
+
+#: Bounds on what one host's answer may cost.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_FILES = 20000
+
+
+def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | None = None,
+                  providers: Sequence[str] = (), cache: bool = True) -> dict[str, Any]:
+    """Consumers: the distributions the trust_remote_code scan selects plus `extra`; with an
+    entry (a module name or a script path on the host) only the consumer files it reaches."""
+    return {
+        "prefix": venv,
+        "depends_on": list(LOADER_LIBRARIES),
+        "extra": list(extra),
+        "providers": list(providers),
+        "entry": entry,
+        "cache": cache,
+        "max_file_bytes": MAX_FILE_BYTES,
+        "max_files": MAX_FILES,
+    }
+
+
+def entry_of_command(command: str) -> str | None:
+    """The module (`-m pkg.mod`) or script (`path.py`) a stage's command runs, if it names one."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for index, word in enumerate(words):
+        if word == "-m" and index + 1 < len(words):
+            return words[index + 1]
+        if word.startswith("-m") and len(word) > 2 and not word.startswith("--"):
+            return word[2:]
+        if word.endswith(".py") and not word.startswith("-") and "{" not in word:
+            return word
+    return None

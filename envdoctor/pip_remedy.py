@@ -1,0 +1,82 @@
+"""An install remedy runs only when pip's own plan breaks nothing that is installed.
+
+Order of events for one ``<python> -m pip install ...`` remedy of a chosen environment:
+its pip must be able to show a plan (>= 22.2, else the command is left to the user); pip
+prints the plan (``--dry-run --report -``, same interpreter, same index options, run through
+the same code path as the install); :func:`envdoctor.pip_plan.evaluate` judges it against
+what is installed; only a plan that adds no ``pip check`` conflict is installed. What each
+install changed is remembered, so the next remedy of the run is judged against the new state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envdoctor.pip_plan import PackageState, PlanError, dry_run_argv, evaluate, parse_report, supports_report
+from envdoctor.results import Remedy
+from envdoctor.transport.interface import CommandResult
+
+#: The key of Remedy.payload that marks a pip install and says what it installs into.
+PAYLOAD_KEY = "pip_install"
+
+RunArgv = Callable[[Sequence[str]], Awaitable[CommandResult]]
+#: Per environment prefix: what is installed there now, by canonical name.
+InstalledState = MutableMapping[str, dict[str, PackageState]]
+
+
+@dataclass(frozen=True)
+class InstallOutcome:
+    #: None when nothing ran (dry run, or refused).
+    exit_status: int | None
+    output: str = ""
+    plan: tuple[str, ...] = ()
+    refused: str = ""
+
+
+def install_payload(prefix: str, pip_version: str | None, installed: Sequence[PackageState],
+                    markers: dict[str, str]) -> dict[str, Any]:
+    """What a check puts in Remedy.payload so that fix can judge pip's plan."""
+    return {PAYLOAD_KEY: {"prefix": prefix, "pip_version": pip_version or "", "installed": tuple(installed),
+                          "markers": dict(markers)}}
+
+
+def is_pip_install(remedy: Remedy) -> bool:
+    return remedy.kind == "command" and PAYLOAD_KEY in remedy.payload
+
+
+def _tail(result: CommandResult, lines: int = 5) -> str:
+    return result.stderr_tail(lines) or result.stdout.decode("utf-8", "replace").strip()[-500:]
+
+
+async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, installed: InstalledState) -> InstallOutcome:
+    info = remedy.payload[PAYLOAD_KEY]
+    prefix = info["prefix"]
+    pip_version = info.get("pip_version") or ""
+    if not supports_report(pip_version):
+        have = f"pip {pip_version}" if pip_version else "no pip"
+        return InstallOutcome(None, refused=(
+            f"{have} in {prefix} cannot show its install plan (pip install --dry-run --report needs pip >= 22.2), "
+            "so fix cannot tell what else it would change: check the command and run it by hand"))
+    current = installed.setdefault(prefix, {p.key: p for p in info["installed"]})
+    planned = await run(dry_run_argv(remedy.argv))
+    if planned.exit_status != 0:
+        return InstallOutcome(planned.exit_status, _tail(planned),
+                              refused=f"pip could not plan the install (exit status {planned.exit_status}): {_tail(planned, 1)}")
+    try:
+        plan = parse_report(planned.stdout)
+    except PlanError as exc:
+        return InstallOutcome(None, _tail(planned), refused=f"pip's plan could not be read: {exc}")
+    verdict = evaluate(plan, current.values(), info.get("markers"))
+    lines = tuple(c.describe() for c in verdict.changes)
+    if not verdict.safe:
+        return InstallOutcome(None, plan=lines, refused="it would break installed packages: " + "; ".join(verdict.breaks))
+    if dry_run:
+        return InstallOutcome(None, plan=lines)
+    if not verdict.changes:
+        return InstallOutcome(0, "pip plans no change: the requirement is already met", plan=lines)
+    result = await run(remedy.argv)
+    if result.exit_status == 0:
+        current.update({p.key: p for p in plan.installs})
+    return InstallOutcome(result.exit_status, (result.stdout + result.stderr).decode("utf-8", "replace"), plan=lines)

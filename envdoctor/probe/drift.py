@@ -1,0 +1,413 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Section "drift": will one installed distribution's calls still fit the definitions of the
+# other installed distributions it imports? The host reduces source to facts and the
+# controller judges them (envdoctor/drift/):
+#   - consumers: the distributions the trust_remote_code scan selects (they depend on
+#     transformers, vllm or sglang) plus those named; with an entry module (a stage's
+#     `-m module` or script) only the consumer files it reaches are read;
+#   - uses: each consumer file that imports another installed distribution (a provider)
+#     is parsed and its imports, attribute chains and calls on provider names are listed;
+#   - summaries: the provider modules those uses reach, read on demand by the same
+#     resolver the controller runs (drift_ast.Resolver), reduced to their definitions.
+# Nothing is imported or executed. The whole answer is cached in <venv>/.envdoctor/
+# (owner-only) under a key made of the request, the site folders' entries and the hashes
+# of the RECORDs involved, and checked against the stat of every file it read: an
+# unchanged venv is answered from the cache.
+
+import hashlib
+import json
+import os
+import re
+import time
+
+from envdoctor.probe.audit_hash import write_private
+from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
+from envdoctor.probe.drift_ast import Resolver, summarize_source
+from envdoctor.probe.drift_uses import UseFinder, imported_modules, imported_tops
+from envdoctor.probe.sources import src_record_python_files, src_select_distributions
+
+DRIFT_CACHE_VERSION = 1
+DRIFT_CACHE_NAME = "drift-cache"
+
+
+class ModuleFiles(object):
+    """Finds and parses modules of the site folders, each once; counts what it read."""
+
+    def __init__(self, sites, max_file):
+        self.sites = sites
+        self.max_file = max_file
+        self.summaries = {}
+        self.read = {}  # path -> [size, mtime_ns]
+        self.errors = []
+        self.bytes = 0
+
+    def locate(self, module):
+        """(path, is_package) of a module's source, ("", "ext") for a compiled one, None."""
+        parts = module.split(".")
+        for site in self.sites:
+            base = os.path.join(site, *parts)
+            init = os.path.join(base, "__init__.py")
+            if os.path.isfile(init):
+                return init, True
+            if os.path.isfile(base + ".py"):
+                return base + ".py", False
+            folder = os.path.dirname(base)
+            try:
+                if any(n.startswith(parts[-1] + ".") and n.endswith((".so", ".pyd"))
+                       for n in os.listdir(folder)):
+                    return "", "ext"
+            except OSError:
+                pass
+            if os.path.isdir(base) and len(parts) > 1:
+                return base, "ns"
+        return None
+
+    def read_file(self, path):
+        st = os.stat(path)
+        if st.st_size > self.max_file:
+            raise OSError("larger than %d bytes" % self.max_file)
+        with open_regular(path) as handle:
+            data = handle.read()
+        self.read[path] = [st.st_size, getattr(st, "st_mtime_ns", int(st.st_mtime * 1e9))]
+        self.bytes += len(data)
+        return data
+
+    def load(self, module):
+        if module in self.summaries:
+            return self.summaries[module]
+        self.summaries[module] = None
+        found = self.locate(module)
+        summary = None
+        if found is not None:
+            path, kind = found
+            if kind == "ext":
+                summary = {"ext": True}
+            elif kind == "ns":
+                summary = {"ns": True, "names": {}, "stars": [], "pkg": True}
+            else:
+                try:
+                    summary = summarize_source(self.read_file(path), module, kind is True, path)
+                    summary["path"] = self.relative(path)
+                except (OSError, SyntaxError, ValueError, RecursionError) as exc:
+                    self.errors.append({"path": self.relative(path), "message": str(exc)[:300]})
+                    summary = {"ext": True, "path": self.relative(path), "unreadable": True}
+        self.summaries[module] = summary
+        return summary
+
+    def relative(self, path):
+        for site in self.sites:
+            if path.startswith(site.rstrip("/") + "/"):
+                return path[len(site.rstrip("/")) + 1:]
+        return path
+
+
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([A-Za-z_][\w., \t]*))", re.M)
+
+
+def import_lines(data):
+    """Top-level names the absolute import statements of a source name (a cheap superset test:
+    an import inside a string may pass, an import missed here is one no parse would see)."""
+    names = set()
+    for match in _IMPORT_LINE.finditer(data):
+        if match.group(1):
+            names.add(match.group(1).decode("ascii"))
+        else:
+            for part in match.group(2).split(b","):
+                part = part.strip().split(b" ")[0].split(b".")[0]
+                if part:
+                    names.add(part.decode("ascii", "replace"))
+    return names
+
+
+def module_of(rel):
+    """'a/b/c.py' -> ('a.b.c', False); 'a/b/__init__.py' -> ('a.b', True)."""
+    parts = rel[:-3].split("/")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+class TopOwners(object):
+    """Import name -> the installed distribution that provides it ({name, version, requires}),
+    found on demand: a name with no folder or module in the site folders is not installed
+    (the standard library, a missing package); otherwise the dist-info named like it, then
+    top_level.txt, then the RECORDs."""
+
+    def __init__(self, sites):
+        self.sites = sites
+        self.dists = None
+        self.found = {}
+
+    def index(self):
+        if self.dists is None:
+            self.dists = []
+            for site, entry in site_entries(self.sites):
+                if entry.endswith(".dist-info"):
+                    self.dists.append((site, entry))
+        return self.dists
+
+    def info(self, site, entry):
+        folder = os.path.join(site, entry)
+        try:
+            headers = read_headers(os.path.join(folder, "METADATA"))
+        except OSError:
+            return None
+        return {"name": headers.get("Name") or entry.split("-")[0], "version": headers.get("Version") or "",
+                "dist_info": folder, "site": site, "requires": headers.get_all("Requires-Dist") or []}
+
+    def get(self, top):
+        if top not in self.found:
+            self.found[top] = self.lookup(top)
+        return self.found[top]
+
+    def lookup(self, top):
+        present = [s for s in self.sites if os.path.isdir(os.path.join(s, top)) or os.path.isfile(os.path.join(s, top + ".py"))]
+        if not present:
+            return None
+        wanted = canonical_name(top)
+        for site, entry in self.index():
+            if canonical_name(entry[:-len(".dist-info")].rsplit("-", 1)[0]) == wanted:
+                return self.info(site, entry)
+        for site, entry in self.index():
+            try:
+                with open(os.path.join(site, entry, "top_level.txt")) as handle:
+                    if top in set(line.strip() for line in handle):
+                        return self.info(site, entry)
+            except OSError:
+                continue
+        prefixes = (top + "/", top + ".py")
+        for site, entry in self.index():
+            rels = src_record_python_files({"dist_info": os.path.join(site, entry)}) or []
+            if any(r.startswith(prefixes) for r in rels):
+                return self.info(site, entry)
+        return None
+
+
+def entry_closure(consumers, entry, files, sites):
+    """The consumer modules reached from the entry (a module name or a script path)."""
+    by_module = {}
+    for dist in consumers:
+        for rel in files[dist["name"]]:
+            by_module[module_of(rel)[0]] = (dist, rel)
+    start = []
+    if entry.endswith(".py") or "/" in entry:
+        start.append(("__main__", entry, False))
+    else:
+        parts = entry.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name in by_module:
+                start.append((name, os.path.join(by_module[name][0]["site"], by_module[name][1]), False))
+    reached = set()
+    seen = set()
+    while start:
+        module, path, _ = start.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            with open_regular(path) as handle:
+                data = handle.read()
+            import ast
+
+            tree = ast.parse(data)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        if module in by_module:
+            reached.add(by_module[module][1])
+        is_package = path.endswith("__init__.py")
+        for name in imported_modules(tree, module, is_package):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                if prefix in by_module and by_module[prefix][1] not in reached:
+                    dist, rel = by_module[prefix]
+                    start.append((prefix, os.path.join(dist["site"], rel), False))
+    return reached
+
+
+def _digest_file(path):
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha1(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def cache_key(args, sites):
+    """The request, the site folders' dist-info entries and the hash of every RECORD."""
+    digest = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args], sort_keys=True).encode("utf-8"))
+    for site, entry in site_entries(sites):
+        digest.update(("\0%s\0%s" % (site, entry)).encode("utf-8", "surrogateescape"))
+        if entry.endswith(".dist-info"):
+            digest.update(str(_digest_file(os.path.join(site, entry, "RECORD"))).encode("ascii"))
+    return digest.hexdigest()
+
+
+def drift_cache_folder(prefix):
+    if prefix:
+        return os.path.join(prefix, ".envdoctor")
+    return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor")
+
+
+def read_cache(folder, key):
+    path = os.path.join(folder, DRIFT_CACHE_NAME)
+    try:
+        st = os.stat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None
+        with open(path, "rb") as handle:
+            cached = json.loads(handle.read().decode("ascii"))
+    except (OSError, ValueError):
+        return None
+    if cached.get("key") != key:
+        return None
+    for path, (size, mtime) in cached.get("read", {}).items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if st.st_size != size or getattr(st, "st_mtime_ns", int(st.st_mtime * 1e9)) != mtime:
+            return None
+    return cached.get("data")
+
+
+def write_cache(folder, key, read, data):
+    try:
+        if not os.path.isdir(folder):
+            os.makedirs(folder, 0o700)
+    except OSError:
+        return False
+    return write_private(folder, DRIFT_CACHE_NAME, {"key": key, "read": read, "data": data})
+
+
+def select_consumers(sites, args):
+    dists, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
+    return dists, not_found
+
+
+@section("drift")
+def drift_section(args, emit):
+    started = time.time()
+    sites = site_dirs(args.get("prefix"))
+    use_cache = args.get("cache", True)
+    folder = drift_cache_folder(args.get("prefix"))
+    key = cache_key(args, sites)
+    if use_cache:
+        cached = read_cache(folder, key)
+        if cached is not None:
+            cached["cache"] = "hit"
+            cached["host_seconds"] = round(time.time() - started, 4)
+            return cached
+    data = analyse(args, sites)
+    read = data.pop("_read")
+    data["cache"] = "miss"
+    if use_cache:
+        data["cache_saved"] = write_cache(folder, key, read, data)
+    data["host_seconds"] = round(time.time() - started, 4)
+    return data
+
+
+def analyse(args, sites):
+    max_file = int(args.get("max_file_bytes", 4 * 1024 * 1024))
+    max_files = int(args.get("max_files", 20000))
+    consumers, not_found = select_consumers(sites, args)
+    owners = TopOwners(sites)
+    modules = ModuleFiles(sites, max_file)
+    files = {}
+    for dist in consumers:
+        files[dist["name"]] = [r for r in (src_record_python_files(dist) or []) if not r.startswith("..")]
+    entry = args.get("entry")
+    scope = entry_closure(consumers, entry, files, sites) if entry else None
+    providers_wanted = set(canonical_name(p) for p in args.get("providers") or [])
+    out_consumers = []
+    provider_info = {}
+    parsed = 0
+    resolver = Resolver(modules.load)
+    for dist in consumers:
+        own = canonical_name(dist["name"])
+        rels = files[dist["name"]]
+        if scope is not None:
+            rels = [r for r in rels if r in scope]
+        record = {"name": dist["name"], "version": dist["version"], "reason": dist["reason"],
+                  "files": 0, "providers": [], "requires": [], "uses": []}
+        try:
+            record["requires"] = read_headers(os.path.join(dist["dist_info"], "METADATA")).get_all("Requires-Dist") or []
+        except OSError:
+            pass
+        own_tops = set(r.split("/")[0][:-3] if "/" not in r else r.split("/")[0] for r in rels)
+        for rel in rels:
+            if parsed >= max_files:
+                record["truncated"] = True
+                break
+            path = os.path.join(dist["site"], rel)
+            try:
+                data = modules.read_file(path)
+            except OSError as exc:
+                modules.errors.append({"path": rel, "message": str(exc)})
+                continue
+            if not any(owners.get(t) is not None and t not in own_tops for t in import_lines(data)):
+                continue  # imports no other installed distribution: nothing to parse for
+            module, is_package = module_of(rel)
+            try:
+                import ast
+
+                tree = ast.parse(data, filename=rel)
+            except (SyntaxError, ValueError, RecursionError) as exc:
+                modules.errors.append({"path": rel, "message": "does not parse: %s" % exc})
+                continue
+            parsed += 1
+            record["files"] += 1
+            tops = {}
+            for top in imported_tops(tree, module, is_package):
+                owner = owners.get(top)
+                if owner is None or canonical_name(owner["name"]) == own or top in own_tops:
+                    continue
+                if providers_wanted and canonical_name(owner["name"]) not in providers_wanted:
+                    continue
+                tops[top] = owner
+            if not tops:
+                continue
+            for use in UseFinder(tree, module, is_package, set(tops)).run():
+                top = use["path"].split(".")[0]
+                owner = tops[top]
+                use["file"] = rel
+                use["provider"] = owner["name"]
+                record["uses"].append(use)
+                if owner["name"] not in record["providers"]:
+                    record["providers"].append(owner["name"])
+                provider_info[owner["name"]] = {"version": owner["version"], "requires": owner["requires"]}
+                resolve_use(resolver, use)
+        out_consumers.append(record)
+    summaries = dict((m, s) for m, s in modules.summaries.items() if s is not None)
+    import_names = {}
+    for top, owner in owners.found.items():
+        if owner is not None:
+            import_names[top] = owner["name"]
+    return {"site_packages": sites, "import_names": import_names, "consumers": out_consumers, "not_found": not_found,
+            "providers": provider_info, "modules": summaries, "errors": modules.errors,
+            "files_parsed": parsed + len(summaries), "bytes_read": modules.bytes, "entry": entry,
+            "scoped_files": sorted(scope) if scope is not None else None, "_read": modules.read}
+
+
+def resolve_use(resolver, use):
+    """Read what the controller will need to judge this use (the resolver loads modules)."""
+    if use.get("amb"):
+        return
+    targets = resolver.resolve(use["path"])
+    for target in targets:
+        if target.kind == "class" and use["kind"] == "call":
+            class_needs(resolver, target, 0)
+
+
+def class_needs(resolver, target, depth):
+    if depth > 8:
+        return
+    for dec in target.binding.get("dec", []):
+        for found in resolver.resolve_in(target.module, dec[0]):
+            pass
+    for base in resolver.bases(target):
+        if base.kind == "class":
+            class_needs(resolver, base, depth + 1)
+    for name in ("__init__", "__new__"):
+        resolver.class_attribute(target, name, 0)

@@ -1,0 +1,492 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Helpers of the "drift" section (sent before drift.py): what a module of a provider
+# defines, reduced from its syntax tree to plain JSON-able data, and the resolver that
+# follows names through those summaries. Nothing is imported or run: the host's own `ast`
+# parses the files (its grammar is the one the job's interpreter will use).
+#
+# The resolver is also imported by the controller (envdoctor.drift), so the modules the
+# host reads while resolving are exactly those the controller will ask for.
+#
+# A module summary: {"pkg": bool, "names": {name: [binding...]}, "stars": [module...],
+#   "getattr": bool (PEP 562 or a lazy-module object), "line": 1}
+# A binding: {"k": kind, "line": N, "c": 1 when conditional, "tc": 1 under TYPE_CHECKING}
+#   kind "def":   "sig", "dec" [[dotted, {kw: const}]], "ovl" (typing.overload), "wraps"
+#   kind "class": "bases" [dotted|null], "dec", "meta" (a metaclass or class keywords),
+#                 "body" {name: [binding]}, "fields" [[name, has_default, kind]]
+#   kind "from":  "mod" (absolute), "name";  kind "import": "mod";  kind "alias": "to"
+#   kind "value": anything else.
+# A signature "sig": {"p": [[name, has_default, "p"|"pk"|"k"]], "va": bool, "kw": bool}
+
+import ast
+
+#: Decorators that keep the signature of what they wrap (checked against the last part).
+KEEP_SIGNATURE = frozenset([
+    "staticmethod", "classmethod", "overload", "abstractmethod", "cache", "lru_cache", "cached_property",
+    "wraps", "no_grad", "inference_mode", "contextmanager", "asynccontextmanager", "override", "final",
+    "deprecated", "property", "setter", "getter", "deleter", "jit", "lazy", "total_ordering",
+    "runtime_checkable", "unique", "register",
+])
+DATACLASS_DECORATORS = frozenset(["dataclass", "dataclasses.dataclass", "pydantic.dataclasses.dataclass"])
+MAX_DEPTH = 24
+
+
+def const_value(node):
+    """(True, value) for a literal constant on every Python 3 version, else (False, None)."""
+    if node is None:
+        return False, None
+    name = type(node).__name__
+    if name == "Constant":
+        return True, node.value
+    if name == "Str" or name == "Bytes":
+        return True, node.s
+    if name == "Num":
+        return True, node.n
+    if name == "NameConstant":
+        return True, node.value
+    if name == "Ellipsis":
+        return True, Ellipsis
+    return False, None
+
+
+def dotted(node):
+    """'a.b.c' for a Name or an attribute chain on a Name (subscripts dropped: Generic[T] -> Generic)."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def absolute_module(module, level, current, is_package):
+    """The absolute name of `from <level dots><module> import ...` inside module `current`."""
+    if not level:
+        return module or ""
+    base = current.split(".") if is_package else current.split(".")[:-1]
+    if level > 1:
+        base = base[:len(base) - (level - 1)]
+    if not base:
+        return None
+    return ".".join(base + ([module] if module else []))
+
+
+def signature_of(args):
+    params = []
+    positional = list(getattr(args, "posonlyargs", [])) + list(args.args)
+    first_default = len(positional) - len(args.defaults)
+    posonly = len(getattr(args, "posonlyargs", []))
+    for index, arg in enumerate(positional):
+        params.append([arg.arg, 1 if index >= first_default else 0, "p" if index < posonly else "pk"])
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        params.append([arg.arg, 0 if default is None else 1, "k"])
+    return {"p": params, "va": args.vararg is not None, "kw": args.kwarg is not None}
+
+
+def decorator_list(node):
+    found = []
+    for dec in node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        keywords = {}
+        if isinstance(dec, ast.Call):
+            for kw in dec.keywords:
+                ok, value = const_value(kw.value)
+                if kw.arg and ok and isinstance(value, (bool, int, str)):
+                    keywords[kw.arg] = value
+        found.append([dotted(target) or "?", keywords])
+    return found
+
+
+def _uses_wraps(func):
+    for node in ast.walk(func):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not func:
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if (dotted(target) or "").split(".")[-1] == "wraps":
+                    return True
+    return False
+
+
+def _calls_dataclass(func):
+    """A decorator of the provider's own that makes a dataclass (vLLM's @config calls
+    pydantic's dataclass on the class)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "dataclass":
+            return True
+    return False
+
+
+def _field_default(value):
+    """Whether a dataclass field's value gives it a default (field()/Field() without one does not)."""
+    if value is None:
+        return 0
+    if isinstance(value, ast.Call):
+        callee = (dotted(value.func) or "").split(".")[-1]
+        if callee in ("field", "Field", "PrivateAttr"):
+            names = set(kw.arg for kw in value.keywords)
+            if names & set(["default", "default_factory"]):
+                return 1
+            if value.args:
+                ok, first = const_value(value.args[0])
+                return 0 if (ok and first is Ellipsis) else 1
+            return 0
+    return 1
+
+
+def _field_kind(annotation, value):
+    text = dotted(annotation) or ""
+    last = text.split(".")[-1]
+    if last == "ClassVar":
+        return "cv"
+    if last == "InitVar":
+        return "iv"
+    if last == "KW_ONLY":
+        return "kwmark"
+    if isinstance(value, ast.Call) and (dotted(value.func) or "").split(".")[-1] in ("field", "Field"):
+        for kw in value.keywords:
+            ok, flag = const_value(kw.value)
+            if kw.arg == "init" and ok and flag is False:
+                return "ni"
+            if kw.arg == "kw_only" and ok and flag is True:
+                return "kw"
+    return "f"
+
+
+class Summarizer(object):
+    """One module's top-level bindings (and class bodies), conditional ones marked."""
+
+    def __init__(self, module, is_package, data=None):
+        self.module = module
+        self.is_package = is_package
+        self.stars = []
+        self.getattr = False
+        # Walking every function body costs more than parsing: only when the text can match.
+        self.may_wrap = data is None or b"wraps" in data
+        self.may_make_dataclass = data is None or b"dataclass" in data
+
+    def summarize(self, tree):
+        names = {}
+        self.block(tree.body, names, cond=False, tc=False, top=True)
+        return {"pkg": self.is_package, "names": names, "stars": self.stars, "getattr": self.getattr}
+
+    def add(self, names, name, binding, cond, tc):
+        if cond:
+            binding["c"] = 1
+        if tc:
+            binding["tc"] = 1
+        names.setdefault(name, []).append(binding)
+
+    def block(self, body, names, cond, tc, top):
+        for node in body:
+            self.statement(node, names, cond, tc, top)
+
+    def statement(self, node, names, cond, tc, top):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            binding = {"k": "def", "line": line, "sig": signature_of(node.args), "dec": decorator_list(node)}
+            if any(d[0].split(".")[-1] == "overload" for d in binding["dec"]):
+                binding["ovl"] = 1
+            if top and self.may_wrap and _uses_wraps(node):
+                binding["wraps"] = 1
+            if top and self.may_make_dataclass and _calls_dataclass(node):
+                binding["dc"] = 1
+            if top and node.name == "__getattr__":
+                self.getattr = True
+            self.add(names, node.name, binding, cond, tc)
+        elif isinstance(node, ast.ClassDef):
+            self.add(names, node.name, self.class_binding(node, line), cond, tc)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.add(names, alias.asname, {"k": "import", "line": line, "mod": alias.name}, cond, tc)
+                else:
+                    root = alias.name.split(".")[0]
+                    self.add(names, root, {"k": "import", "line": line, "mod": root}, cond, tc)
+        elif isinstance(node, ast.ImportFrom):
+            mod = absolute_module(node.module, node.level, self.module, self.is_package)
+            if mod is None:
+                return
+            for alias in node.names:
+                if alias.name == "*":
+                    if top and mod not in self.stars:
+                        self.stars.append(mod)
+                    continue
+                binding = {"k": "from", "line": line, "mod": mod, "name": alias.name}
+                self.add(names, alias.asname or alias.name, binding, cond, tc)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            self.assignment(node, names, cond, tc, top, line)
+        elif isinstance(node, ast.If):
+            test = dotted(node.test) or ""
+            is_tc = test.split(".")[-1] == "TYPE_CHECKING"
+            self.block(node.body, names, True, tc or is_tc, top)
+            self.block(node.orelse, names, True, tc, top)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            self.block(node.body, names, True, tc, top)
+            for handler in node.handlers:
+                self.block(handler.body, names, True, tc, top)
+            self.block(node.orelse, names, True, tc, top)
+            self.block(node.finalbody, names, cond, tc, top)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            self.block(node.body, names, cond, tc, top)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            for target in ast.walk(getattr(node, "target", node)):
+                if isinstance(target, ast.Name):
+                    self.add(names, target.id, {"k": "value", "line": line}, True, tc)
+            self.block(node.body, names, True, tc, top)
+            self.block(node.orelse, names, True, tc, top)
+        elif isinstance(node, ast.Expr) and top:
+            self.lazy_call(node.value)
+
+    def lazy_call(self, value):
+        # sys.modules[__name__] = _LazyModule(...) is an Assign; a bare call that installs a
+        # lazy loader (lazy.attach / install_lazy) is recognised by its name only.
+        if isinstance(value, ast.Call) and "lazy" in (dotted(value.func) or "").lower():
+            self.getattr = True
+
+    def assignment(self, node, names, cond, tc, top, line):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value
+        if top and isinstance(value, ast.Call) and "lazy" in (dotted(value.func) or "").lower():
+            self.getattr = True
+        for target in targets:
+            if isinstance(target, ast.Name):
+                if isinstance(node, ast.AugAssign):
+                    continue
+                to = dotted(value) if value is not None else None
+                if to is not None and not isinstance(value, ast.Subscript):
+                    binding = {"k": "alias", "line": line, "to": to}
+                else:
+                    binding = {"k": "value", "line": line}
+                if value is None:
+                    binding["ann"] = 1  # a bare annotation: no runtime binding
+                self.add(names, target.id, binding, cond, tc)
+            elif isinstance(target, (ast.Tuple, ast.List)):
+                for element in ast.walk(target):
+                    if isinstance(element, ast.Name):
+                        self.add(names, element.id, {"k": "value", "line": line}, cond, tc)
+
+    def class_binding(self, node, line):
+        body = {}
+        fields = []
+        kw_mode = False
+        for child in node.body:
+            self.class_statement(child, body, fields, False)
+        for entry in fields:
+            if entry[2] == "kwmark":
+                kw_mode = True
+            elif kw_mode and entry[2] == "f":
+                entry[2] = "kw"
+        fields = [f for f in fields if f[2] != "kwmark"]
+        binding = {"k": "class", "line": line, "bases": [dotted(b) for b in node.bases],
+                   "dec": decorator_list(node), "body": body, "fields": fields}
+        if node.keywords:
+            binding["meta"] = 1
+        return binding
+
+    def class_statement(self, child, body, fields, cond):
+        line = getattr(child, "lineno", 0)
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            binding = {"k": "def", "line": line, "sig": signature_of(child.args), "dec": decorator_list(child)}
+            if any(d[0].split(".")[-1] == "overload" for d in binding["dec"]):
+                binding["ovl"] = 1
+            if cond:
+                binding["c"] = 1
+            body.setdefault(child.name, []).append(binding)
+        elif isinstance(child, ast.ClassDef):
+            body.setdefault(child.name, []).append({"k": "class", "line": line, "bases": [], "dec": [], "body": {},
+                                                     "fields": [], "meta": 1})
+        elif isinstance(child, ast.AnnAssign) and isinstance(child.target, ast.Name):
+            name = child.target.id
+            kind = _field_kind(child.annotation, child.value)
+            fields.append([name, _field_default(child.value), kind])
+            if child.value is not None or kind == "cv":
+                body.setdefault(name, []).append({"k": "value", "line": line})
+            else:
+                body.setdefault(name, []).append({"k": "value", "line": line, "ann": 1})
+        elif isinstance(child, ast.Assign):
+            for target in child.targets:
+                for element in ast.walk(target):
+                    if isinstance(element, ast.Name):
+                        body.setdefault(element.id, []).append({"k": "value", "line": line})
+        elif isinstance(child, ast.If) or isinstance(child, ast.Try):
+            parts = [child.body, child.orelse] + [h.body for h in getattr(child, "handlers", [])]
+            for part in parts:
+                for grand in part:
+                    self.class_statement(grand, body, fields, True)
+
+
+def summarize_source(data, module, is_package, path="<module>"):
+    """The summary of one module's source bytes (SyntaxError propagates)."""
+    tree = ast.parse(data, filename=path)
+    summary = Summarizer(module, is_package, data if isinstance(data, bytes) else None).summarize(tree)
+    for name, bindings in summary["names"].items():
+        if name == "__getattr__" and any(b["k"] == "def" for b in bindings):
+            summary["getattr"] = True
+    return summary
+
+
+class Target(object):
+    """What a dotted name resolved to. kind: module, def, class, value, missing, unresolved."""
+
+    __slots__ = ("kind", "module", "name", "binding", "owner", "why")
+
+    def __init__(self, kind, module, name=None, binding=None, owner=None, why=""):
+        self.kind = kind
+        self.module = module
+        self.name = name
+        self.binding = binding
+        self.owner = owner  # the class Target a method or attribute belongs to
+        self.why = why
+
+    def __repr__(self):
+        return "Target(%s %s.%s %s)" % (self.kind, self.module, self.name, self.why)
+
+
+class Resolver(object):
+    """Follows names through module summaries. `load(module)` returns a summary, or
+    {"ext": True} for a compiled extension, {"ns": True} for a namespace package, None when
+    there is no such module. Every result is a list of Targets, one per variant."""
+
+    def __init__(self, load):
+        self.load = load
+
+    def module(self, name):
+        summary = self.load(name)
+        if summary is None:
+            return Target("missing", name, why="no module %s" % name)
+        return Target("module", name, binding=summary)
+
+    def resolve(self, path):
+        parts = path.split(".")
+        targets = [self.module(parts[0])]
+        for part in parts[1:]:
+            targets = self.attribute_all(targets, part)
+        return targets
+
+    def attribute_all(self, targets, name, depth=0):
+        found = []
+        for target in targets:
+            found.extend(self.attribute(target, name, depth))
+        return found
+
+    def attribute(self, target, name, depth=0):
+        if depth > MAX_DEPTH:
+            return [Target("unresolved", target.module, name, why="re-exports nested too deeply")]
+        if target.kind == "module":
+            return self.module_attribute(target.module, target.binding, name, depth)
+        if target.kind == "class":
+            return self.class_attribute(target, name, depth)
+        if target.kind in ("missing", "unresolved"):
+            return [target]
+        return [Target("unresolved", target.module, name, why="an attribute of a %s" % target.kind)]
+
+    def module_attribute(self, module, summary, name, depth):
+        if summary.get("ext"):
+            return [Target("unresolved", module, name, why="%s is a compiled extension" % module)]
+        bindings = [b for b in summary.get("names", {}).get(name, []) if not b.get("ann")]
+        if bindings:
+            found = []
+            for binding in bindings:
+                found.extend(self.expand(module, name, binding, depth + 1))
+            return found
+        sub = self.load(module + "." + name) if (summary.get("pkg") or summary.get("ns")) else None
+        if sub is not None:
+            return [Target("module", module + "." + name, binding=sub)]
+        for star in summary.get("stars", []):
+            star_summary = self.load(star)
+            if star_summary is None:
+                continue
+            found = self.module_attribute(star, star_summary, name, depth + 1)
+            if any(t.kind != "missing" for t in found):
+                return [t for t in found if t.kind != "missing"]
+        if summary.get("getattr"):
+            return [Target("unresolved", module, name, why="%s is a lazy module (__getattr__)" % module)]
+        if summary.get("stars") and any(self.load(s) is None or self.load(s).get("ext") for s in summary["stars"]):
+            return [Target("unresolved", module, name, why="%s has a star import of a module not read" % module)]
+        return [Target("missing", module, name, why="%s does not define %s" % (module, name))]
+
+    def expand(self, module, name, binding, depth):
+        kind = binding["k"]
+        if kind == "from":
+            source = self.load(binding["mod"])
+            if source is None:
+                sub = self.load(binding["mod"] + "." + binding["name"])
+                if sub is not None:
+                    return [Target("module", binding["mod"] + "." + binding["name"], binding=sub)]
+                return [Target("unresolved", module, name, binding,
+                               why="%s is imported from %s, which is not installed here" % (name, binding["mod"]))]
+            return self.module_attribute(binding["mod"], source, binding["name"], depth)
+        if kind == "import":
+            return [self.module(binding["mod"])]
+        if kind == "alias":
+            parts = binding["to"].split(".")
+            if parts[0] == name and len(parts) == 1:
+                return [Target("value", module, name, binding)]
+            summary = self.load(module) or {}
+            own = [b for b in summary.get("names", {}).get(parts[0], []) if b is not binding and not b.get("ann")]
+            if not own:
+                return [Target("unresolved", module, name, binding, why="%s is bound to %s" % (name, binding["to"]))]
+            targets = []
+            for other in own:
+                if other.get("line", 0) <= binding.get("line", 0) or len(own) == 1:
+                    targets.extend(self.expand(module, parts[0], other, depth + 1))
+            for part in parts[1:]:
+                targets = self.attribute_all(targets, part, depth + 1)
+            return targets
+        return [Target(kind, module, name, binding)]
+
+    def bases(self, target, depth=0):
+        """The class Targets of a class's bases (or unresolved ones for the rest)."""
+        found = []
+        for base in target.binding.get("bases", []):
+            if base is None:
+                found.append(Target("unresolved", target.module, why="a computed base class"))
+                continue
+            if base in ("object", "Generic", "typing.Generic", "ABC", "abc.ABC", "Protocol", "typing.Protocol"):
+                continue
+            for base_target in self.resolve_in(target.module, base, depth + 1):
+                if base_target.kind == "missing":  # a base that cannot be read is not "no base"
+                    base_target = Target("unresolved", target.module, base, why="base %s was not read" % base)
+                found.append(base_target)
+        return found
+
+    def resolve_in(self, module, text, depth=0):
+        """A dotted name as written in `module` (its first part a name bound there)."""
+        parts = text.split(".")
+        summary = self.load(module)
+        if summary is None:
+            return [Target("unresolved", module, why="%s was not read" % module)]
+        if parts[0] not in summary.get("names", {}):
+            return [Target("unresolved", module, parts[0], why="%s is a builtin or not bound in %s" % (parts[0], module))]
+        targets = self.module_attribute(module, summary, parts[0], depth + 1)
+        for part in parts[1:]:
+            targets = self.attribute_all(targets, part, depth + 1)
+        return targets
+
+    def class_attribute(self, target, name, depth, seen=None):
+        body = target.binding.get("body", {})
+        if name in body:
+            return [Target(b["k"], target.module, name, b, owner=target) for b in body[name]]
+        seen = seen if seen is not None else set()
+        key = (target.module, target.name)
+        if key in seen or depth > MAX_DEPTH:
+            return [Target("unresolved", target.module, name, why="a cycle of base classes")]
+        seen.add(key)
+        if "__getattr__" in body or target.binding.get("meta"):
+            return [Target("unresolved", target.module, name, why="%s builds attributes at run time" % target.name)]
+        unresolved = []
+        for base in self.bases(target, depth):
+            if base.kind == "class":
+                found = self.class_attribute(base, name, depth + 1, seen)
+                hits = [t for t in found if t.kind != "missing"]
+                if hits:
+                    return hits
+            elif base.kind != "missing":
+                unresolved.append(base)
+        if unresolved:
+            return [Target("unresolved", target.module, name, why="%s may come from a base outside the provider" % name)]
+        return [Target("missing", target.module, name, owner=target,
+                       why="class %s has no attribute %s" % (target.name, name))]

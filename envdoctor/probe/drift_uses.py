@@ -1,0 +1,292 @@
+# Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
+# Helpers of the "drift" section (sent before drift.py): what a consumer's file uses of
+# other installed packages, from its syntax tree: imports, attribute chains and calls on
+# imported names, each with the guards it sits under (try/except ImportError, version
+# checks, hasattr, TYPE_CHECKING), so the controller can grade what it finds.
+
+import ast
+
+from envdoctor.probe.drift_ast import absolute_module, const_value, dotted
+
+#: Handlers that make their try body guarded code (the author expected it could fail).
+GUARD_EXCEPTIONS = frozenset(["ImportError", "ModuleNotFoundError", "AttributeError", "TypeError",
+                              "Exception", "BaseException"])
+IMPORT_ERRORS = frozenset(["ImportError", "ModuleNotFoundError"])
+_VERSION_CALLS = frozenset(["parse", "Version", "LooseVersion", "StrictVersion", "version", "parse_version"])
+_OPS = {"Lt": "<", "LtE": "<=", "Gt": ">", "GtE": ">=", "Eq": "==", "NotEq": "!="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def handler_names(handler):
+    if handler.type is None:
+        return set(["BaseException"])
+    nodes = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return set((dotted(n) or "").split(".")[-1] for n in nodes)
+
+
+class Bindings(object):
+    """Every name a file binds, in any scope: an import of a watched package binds it to a
+    dotted path; anything else (def, class, assignment, parameter) binds it to "other".
+    A name bound to two different things is ambiguous and never followed."""
+
+    def __init__(self, tree, module, is_package, tops):
+        self.paths = {}
+        self.others = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    root = alias.name.split(".")[0]
+                    if root not in tops:
+                        self.other(alias.asname or root)
+                    elif alias.asname:
+                        self.bind(alias.asname, alias.name)
+                    else:
+                        self.bind(root, root)
+            elif isinstance(node, ast.ImportFrom):
+                mod = absolute_module(node.module, node.level, module, is_package)
+                for alias in node.names:
+                    if alias.name == "*":
+                        continue
+                    if mod and mod.split(".")[0] in tops:
+                        self.bind(alias.asname or alias.name, mod + "." + alias.name)
+                    else:
+                        self.other(alias.asname or alias.name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.other(node.name)
+                if not isinstance(node, ast.ClassDef):
+                    args = node.args
+                    for arg in list(getattr(args, "posonlyargs", [])) + args.args + args.kwonlyargs:
+                        self.other(arg.arg)
+                    for arg in (args.vararg, args.kwarg):
+                        if arg is not None:
+                            self.other(arg.arg)
+            elif isinstance(node, ast.Lambda):
+                for arg in node.args.args:
+                    self.other(arg.arg)
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                self.other(node.id)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                self.other(node.name)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                for name in node.names:
+                    self.other(name)
+
+    def bind(self, name, path):
+        self.paths.setdefault(name, set()).add(path)
+
+    def other(self, name):
+        self.others.add(name)
+
+    def path_of(self, name):
+        """(dotted path, ambiguous) of a name, or (None, False) when it is not a watched import."""
+        paths = self.paths.get(name)
+        if not paths:
+            return None, False
+        if len(paths) > 1 or name in self.others:
+            return sorted(paths)[0], True
+        return next(iter(paths)), False
+
+
+class UseFinder(object):
+    """The uses of watched packages (`tops`: their import names) in one consumer file."""
+
+    def __init__(self, tree, module, is_package, tops):
+        self.module = module
+        self.is_package = is_package
+        self.tops = tops
+        self.bindings = Bindings(tree, module, is_package, tops)
+        self.uses = []
+        self.tries = 0
+        self.tree = tree
+
+    def run(self):
+        self.visit_block(self.tree.body, [])
+        return self.uses
+
+    def visit_block(self, body, guards):
+        for node in body:
+            self.visit(node, guards)
+
+    def visit(self, node, guards):
+        if isinstance(node, ast.If):
+            self.visit_expr(node.test, guards)
+            body_guard, else_guard = self.condition_guards(node.test)
+            self.visit_block(node.body, guards + body_guard)
+            self.visit_block(node.orelse, guards + else_guard)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            self.tries += 1
+            tid = self.tries
+            caught = set()
+            for handler in node.handlers:
+                caught |= handler_names(handler)
+            body_guards = guards + ([{"try": tid, "imp": 1 if caught & IMPORT_ERRORS else 0}]
+                                    if caught & GUARD_EXCEPTIONS else [])
+            self.visit_block(node.body, body_guards)
+            for handler in node.handlers:
+                names = handler_names(handler)
+                extra = [{"fallback": tid}] if names & IMPORT_ERRORS else []
+                self.visit_block(handler.body, guards + extra)
+            self.visit_block(node.orelse, guards)
+            self.visit_block(node.finalbody, guards)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in self.tops:
+                    self.add(node, alias.name, "import", alias.name, guards)
+        elif isinstance(node, ast.ImportFrom):
+            mod = absolute_module(node.module, node.level, self.module, self.is_package)
+            if mod and mod.split(".")[0] in self.tops:
+                for alias in node.names:
+                    if alias.name != "*":
+                        self.add(node, mod + "." + alias.name, "import", alias.name, guards)
+        else:
+            for field, value in ast.iter_fields(node):
+                if isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, ast.stmt):
+                            self.visit(item, guards)
+                        elif isinstance(item, ast.AST):
+                            self.visit_expr(item, guards)
+                elif isinstance(value, ast.stmt):
+                    self.visit(value, guards)
+                elif isinstance(value, ast.AST):
+                    self.visit_expr(value, guards)
+
+    def visit_expr(self, node, guards):
+        stack = [node]
+        callees = set()
+        while stack:
+            item = stack.pop()
+            if isinstance(item, ast.Call):
+                path = self.watched(item.func)
+                if path is not None:
+                    callees.add(id(item.func))
+                    self.add_call(item, path, guards)
+            elif isinstance(item, ast.Attribute) and id(item) not in callees and isinstance(item.ctx, ast.Load):
+                path = self.watched(item)
+                if path is not None:
+                    self.add(item, path[0], "attr", dotted(item), guards, ambiguous=path[1])
+                    for sub in ast.walk(item):
+                        callees.add(id(sub))
+            if isinstance(item, ast.Attribute):
+                # the inner chain of a.b.c is not a use of its own
+                callees.add(id(item.value))
+            if isinstance(item, ast.Lambda):
+                pass
+            stack.extend(ast.iter_child_nodes(item))
+
+    def watched(self, node):
+        """(dotted provider path, ambiguous) for a Name or attribute chain on a watched import."""
+        text = dotted(node)
+        if text is None or isinstance(node, ast.Subscript):
+            return None
+        parts = text.split(".")
+        path, ambiguous = self.bindings.path_of(parts[0])
+        if path is None:
+            return None
+        return ".".join([path] + parts[1:]), ambiguous
+
+    def add_call(self, call, path, guards):
+        kws = [kw.arg for kw in call.keywords if kw.arg]
+        shape = {"n": sum(1 for a in call.args if not type(a).__name__ == "Starred"),
+                 "star": any(type(a).__name__ == "Starred" for a in call.args),
+                 "kw": kws, "dstar": any(kw.arg is None for kw in call.keywords)}
+        self.add(call, path[0], "call", dotted(call.func), guards, ambiguous=path[1], call=shape)
+
+    def add(self, node, path, kind, written, guards, ambiguous=False, call=None):
+        use = {"line": getattr(node, "lineno", 0), "path": path, "kind": kind, "src": written}
+        if guards:
+            use["g"] = guards
+        if ambiguous:
+            use["amb"] = 1
+        if call is not None:
+            use["call"] = call
+        self.uses.append(use)
+
+    def condition_guards(self, test):
+        """Guards for the body and the else branch of `if test:`."""
+        text = dotted(test) or ""
+        if text.split(".")[-1] == "TYPE_CHECKING":
+            return [{"tc": 1}], []
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        inner = test.operand if negated else test
+        version = self.version_test(inner)
+        if version is not None:
+            return [dict(version, neg=1 if negated else 0)], [dict(version, neg=0 if negated else 1)]
+        for sub in ast.walk(test):
+            if isinstance(sub, ast.Call) and (dotted(sub.func) or "") in ("hasattr", "getattr"):
+                return [{"hasattr": 1}], [{"hasattr": 1}]
+            if isinstance(sub, ast.Compare) and self.version_test(sub) is not None:
+                return [{"vercheck": 1}], [{"vercheck": 1}]
+        return [], []
+
+    def version_test(self, node):
+        """{"ver": import name, "op", "v"} for `<version of a watched package> OP "x.y"`."""
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            return None
+        op = _OPS.get(type(node.ops[0]).__name__)
+        if op is None:
+            return None
+        left, right = node.left, node.comparators[0]
+        lib, literal = self.versionish(left), self.version_literal(right)
+        if lib is None:
+            lib, literal = self.versionish(right), self.version_literal(left)
+            op = _FLIP[op]
+        if lib is None or literal is None:
+            return None
+        return {"ver": lib, "op": op, "v": literal}
+
+    def version_literal(self, node):
+        ok, value = const_value(node)
+        if ok and isinstance(value, str):
+            return value
+        if isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] in _VERSION_CALLS and node.args:
+            return self.version_literal(node.args[0])
+        return None
+
+    def versionish(self, node):
+        if isinstance(node, ast.Call) and node.args:
+            callee = (dotted(node.func) or "").split(".")[-1]
+            if callee in _VERSION_CALLS:
+                ok, value = const_value(node.args[0])
+                if ok and isinstance(value, str) and callee == "version":
+                    return value  # importlib.metadata.version("vllm")
+                return self.versionish(node.args[0])
+            return None
+        text = dotted(node)
+        if text and text.endswith("__version__"):
+            parts = text.split(".")
+            path, ambiguous = self.bindings.path_of(parts[0])
+            if path is not None and not ambiguous:
+                return path.split(".")[0]
+        return None
+
+
+def imported_tops(tree, module, is_package):
+    """The top-level names of the absolute imports of a file (any scope)."""
+    tops = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                tops.add(alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            mod = absolute_module(node.module, node.level, module, is_package)
+            if mod:
+                tops.add(mod.split(".")[0])
+    return tops
+
+
+def imported_modules(tree, module, is_package):
+    """Every absolute module name a file may import (with each `from X import n`, X.n too)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found.add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            mod = absolute_module(node.module, node.level, module, is_package)
+            if mod:
+                found.add(mod)
+                for alias in node.names:
+                    if alias.name != "*":
+                        found.add(mod + "." + alias.name)
+    return found

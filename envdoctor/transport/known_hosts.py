@@ -1,0 +1,179 @@
+"""known_hosts files read as OpenSSH reads them, and the host-key policy of a connection.
+
+Pure: keys stay ``(type, blob)`` pairs, so this module needs no asyncssh. The name a key is
+looked up under is HostKeyAlias when set, else ``host`` (port 22) or ``[host]:port``
+(sshconnect.c's ``get_hostfile_hostname_ipaddr``); patterns are comma lists with ``*``,
+``?`` and ``!``, or hashed ``|1|salt|hmac``. ``@revoked`` keys are collected from every file
+and every line, whatever host or port they name: a key revoked anywhere is never trusted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from envdoctor.transport.ssh_config import match_pattern
+
+MAX_KNOWN_HOSTS_BYTES = 16 * 1024 * 1024
+
+#: The policies a connection can have (see :func:`host_key_policy`).
+STRICT, ACCEPT_NEW, NO_CHECK = "strict", "accept-new", "no-check"
+
+
+@dataclass(frozen=True)
+class KnownKey:
+    """One key line: its marker (``""``, ``cert-authority`` or ``revoked``), key and place."""
+
+    marker: str
+    key_type: str
+    blob: bytes
+    where: str
+
+    @property
+    def openssh(self) -> str:
+        return f"{self.key_type} {base64.b64encode(self.blob).decode()}"
+
+
+@dataclass(frozen=True)
+class HostKeys:
+    """What the known_hosts files say about one name."""
+
+    name: str
+    trusted: tuple[KnownKey, ...] = ()
+    cert_authorities: tuple[KnownKey, ...] = ()
+    #: Every @revoked key of every file read, whatever host it names.
+    revoked: tuple[KnownKey, ...] = ()
+    unreadable: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def known(self) -> bool:
+        """Whether the host has any entry: then a key that is not listed is a *changed* key."""
+        return bool(self.trusted or self.cert_authorities)
+
+    def is_revoked(self, blob: bytes) -> bool:
+        return any(k.blob == blob for k in self.revoked)
+
+
+def lookup_name(hostname: str, port: int, host_key_alias: str | None) -> str:
+    if host_key_alias:
+        return host_key_alias
+    return hostname if port == 22 else f"[{hostname}]:{port}"
+
+
+def _hashed_matches(entry: str, name: str) -> bool:
+    parts = entry.split("|")
+    if len(parts) != 4 or parts[1] != "1":
+        return False
+    try:
+        salt, digest = base64.b64decode(parts[2]), base64.b64decode(parts[3])
+    except (binascii.Error, ValueError):
+        return False
+    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
+
+
+def patterns_match(patterns: str, name: str) -> bool:
+    """A host field: hashed, or a comma list where a negated match wins (``match_hostname``)."""
+    if patterns.startswith("|"):
+        return _hashed_matches(patterns, name)
+    name = name.lower()
+    found = False
+    for pattern in patterns.lower().split(","):
+        negated = pattern.startswith("!")
+        if match_pattern(name, pattern[1:] if negated else pattern):
+            if negated:
+                return False
+            found = True
+    return found
+
+
+def parse_line(line: str, where: str) -> tuple[str, str, KnownKey] | None:
+    """``[@marker] patterns type base64 [comment]``; None for blank, comment or malformed lines
+    (OpenSSH skips those too)."""
+    words = line.split()
+    if not words or words[0].startswith("#"):
+        return None
+    marker = ""
+    if words[0].startswith("@"):
+        marker = words[0][1:].lower()
+        if marker not in ("cert-authority", "revoked"):
+            return None
+        words = words[1:]
+    if len(words) < 3:
+        return None
+    try:
+        blob = base64.b64decode(words[2], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return marker, words[0], KnownKey(marker, words[1], blob, where)
+
+
+def read_entries(path: str) -> list[tuple[str, str, KnownKey]]:
+    """The key lines of one file; a missing file has none. Raises OSError if unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_KNOWN_HOSTS_BYTES)
+    except FileNotFoundError:
+        return []
+    entries = []
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        parsed = parse_line(line, f"{path}:{number}")
+        if parsed is not None:
+            entries.append(parsed)
+    return entries
+
+
+def host_keys(files: Sequence[str], name: str) -> HostKeys:
+    """Look ``name`` up in ``files`` (``none`` entries skipped)."""
+    trusted, authorities, revoked, unreadable = [], [], [], []
+    for path in files:
+        if path == "none":
+            continue
+        try:
+            entries = read_entries(path)
+        except OSError:
+            unreadable.append(path)
+            continue
+        for marker, patterns, key in entries:
+            if marker == "revoked":
+                revoked.append(key)
+            elif patterns_match(patterns, name):
+                (authorities if marker == "cert-authority" else trusted).append(key)
+    return HostKeys(name, tuple(trusted), tuple(authorities), tuple(revoked), tuple(unreadable))
+
+
+def host_key_policy(strict: str, *, accept_new: bool, allow_no_check: bool) -> tuple[str, str]:
+    """The policy for an unknown key, and why. A changed or revoked key is refused under every
+    policy. The config's ``StrictHostKeyChecking no`` counts only with the confirmation flag
+    (else it is treated as ``yes``, the safe reading); ``ask`` is ``yes`` (nobody is there to
+    answer); ``--accept-new`` lifts ``yes``/``ask``/an unconfirmed ``no`` to accept-new."""
+    if strict == "false" and allow_no_check:
+        return NO_CHECK, "StrictHostKeyChecking no, confirmed by --insecure-no-host-key-check"
+    if accept_new:
+        return ACCEPT_NEW, "--accept-new"
+    if strict == "accept-new":
+        return ACCEPT_NEW, "StrictHostKeyChecking accept-new"
+    if strict == "false":
+        return STRICT, "StrictHostKeyChecking no is not honoured without --insecure-no-host-key-check"
+    return STRICT, f"StrictHostKeyChecking {'yes' if strict == 'true' else strict}"
+
+
+def record_file(user_known_hosts_files: Iterable[str]) -> str | None:
+    """Where an accepted key is written: the first UserKnownHostsFile, unless it is ``none`` or
+    still holds a ``%`` (never create a file literally named after a token)."""
+    first = next(iter(user_known_hosts_files), None)
+    if first is None or first == "none" or "%" in first or not os.path.isabs(first):
+        return None
+    return first
+
+
+def record_key(path: str, name: str, key_line: str) -> None:
+    """Append ``name key`` to ``path`` (created 0600 in a 0700 folder), as accept-new does."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as out:
+        out.write(f"{name} {key_line}\n")

@@ -1,0 +1,242 @@
+"""Where a destination really is, asked of OpenSSH itself: ``ssh -G``.
+
+``ssh -G [-F FILE] [-l USER] [-p PORT] -- DEST`` prints the settings ssh would connect with,
+after Include, Match (``Match exec`` runs, as it does for ``ssh``), tokens and
+first-match-wins. When no ``ssh`` is installed, the built-in parser
+(:mod:`ssh_config_resolve`) stands in. Each destination is resolved once per run, jump
+hosts included, with a bounded number of ``ssh -G`` processes at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from envdoctor.errors import ConfigError
+from envdoctor.logsafe import get_logger
+from envdoctor.transport.ssh_config_resolve import BUILTIN, resolve_builtin
+from envdoctor.transport.ssh_tokens import TokenContext, expand_path, local_account
+from envdoctor.transport.target import ConnectionPlan, ResolvedHost, SSHOptions, SSHTarget
+
+log = get_logger(__name__)
+
+SSH_G = "ssh -G"
+#: ``ssh -G`` runs Match exec commands; one that hangs must not hang the run.
+SSH_G_TIMEOUT = 30.0
+MAX_SSH_G_PROCESSES = 16
+MAX_JUMP_DEPTH = 8
+MAX_SSH_G_OUTPUT = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class JumpSpec:
+    """One ProxyJump hop as written: ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+
+def parse_jump(text: str) -> JumpSpec:
+    rest = text[len("ssh://"):].rstrip("/") if text.lower().startswith("ssh://") else text
+    user, _, hostport = rest.rpartition("@")
+    port_text = ""
+    if hostport.startswith("["):
+        host, _, after = hostport[1:].partition("]")
+        port_text = after[1:] if after.startswith(":") else after
+    else:
+        host, _, port_text = hostport.partition(":")
+    if not host or (port_text and not port_text.isdigit()) or host.startswith("-"):
+        raise ConfigError(f"ProxyJump hop {text!r} is not [user@]host[:port] or ssh://[user@]host[:port]")
+    port = int(port_text) if port_text else None
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(f"ProxyJump hop {text!r}: port {port} is out of range")
+    return JumpSpec(host, user or None, port)
+
+
+def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
+    """The values of ``ssh -G`` output that envdoctor connects with."""
+    single: dict[str, str] = {}
+    identity: list[str] = []
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "identityfile":
+            identity.append(value)
+        else:
+            single.setdefault(key, value)
+    try:
+        hostname, port, user = single["hostname"], int(single["port"]), single["user"]
+    except (KeyError, ValueError):
+        raise ConfigError(f"ssh -G {destination} printed no hostname, port or user") from None
+    jump = single.get("proxyjump")
+    alias = single.get("hostkeyalias")
+    context = TokenContext(hostname, port, user, destination, alias, jump)
+    timeout = single.get("connecttimeout", "none")
+    return ResolvedHost(
+        host=destination, hostname=hostname, port=port, user=user,
+        identity_files=tuple(f if f == "none" else expand_path(f, context, "IdentityFile") for f in identity),
+        identities_only=single.get("identitiesonly") == "yes",
+        proxy_jump=tuple(jump.split(",")) if jump and jump != "none" else None,
+        proxy_command=single.get("proxycommand") if single.get("proxycommand") not in (None, "none") else None,
+        user_known_hosts_files=tuple(single.get("userknownhostsfile", "").split()),
+        global_known_hosts_files=tuple(single.get("globalknownhostsfile", "").split()),
+        strict_host_key_checking=single.get("stricthostkeychecking", "ask"),
+        host_key_alias=alias,
+        check_host_ip=single.get("checkhostip") == "yes",
+        connect_timeout=None if timeout == "none" else float(timeout),
+        resolver=SSH_G,
+    )
+
+
+def ssh_error_line(stderr: bytes) -> str:
+    """ssh's own complaint, one line: the last that is not a warning about terminals."""
+    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines()]
+    useful = [ln for ln in lines if ln and not ln.startswith("Pseudo-terminal")]
+    return useful[0] if useful else "no reason given"
+
+
+def config_file_for(options: SSHOptions) -> str | None:
+    """The ``-F`` file: ``--ssh-config``, or ``$HOME/.ssh/config`` when ``$HOME`` is not the
+    account's home (ssh itself reads the password database's home; envdoctor has always
+    honoured ``$HOME``); None lets ssh read its usual files."""
+    if options.config_files:
+        return options.config_files[0]
+    home_config = Path("~/.ssh/config").expanduser()
+    account_config = Path(local_account().pw_dir) / ".ssh" / "config"
+    if home_config != account_config and home_config.is_file():
+        return str(home_config)
+    return None
+
+
+class HostResolver:
+    """Resolves destinations for one run: each once, concurrently, jump hosts included."""
+
+    def __init__(self, config_file: str | None, *, ssh: str | None = "") -> None:
+        self.config_file = config_file
+        self.ssh = shutil.which("ssh") if ssh == "" else ssh
+        self.resolver = f"{SSH_G} ({self.ssh})" if self.ssh else BUILTIN
+        self._done: dict[tuple[str, str | None, int | None], ResolvedHost] = {}
+        self._pending: dict[tuple[str, str | None, int | None], asyncio.Future[ResolvedHost]] = {}
+        self._limit: asyncio.Semaphore | None = None
+        self._announced = False
+
+    async def resolve(self, destination: str, user: str | None = None, port: int | None = None) -> ResolvedHost:
+        if destination.startswith("-"):
+            raise ConfigError(f"{destination!r} is not a host name (it starts with '-')")
+        key = (destination, user, port)
+        if key in self._done:
+            return self._done[key]
+        pending = self._pending.get(key)
+        if pending is not None and pending.get_loop() is asyncio.get_running_loop():
+            return await asyncio.shield(pending)
+        future: asyncio.Future[ResolvedHost] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            resolved = await self._resolve_now(destination, user, port)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters get it from their own await
+            raise
+        finally:
+            self._pending.pop(key, None)
+        future.set_result(resolved)
+        self._done[key] = resolved
+        return resolved
+
+    async def _resolve_now(self, destination: str, user: str | None, port: int | None) -> ResolvedHost:
+        if not self._announced:
+            self._announced = True
+            log.info("ssh_resolver", resolver=self.resolver, config=self.config_file or "ssh's default files")
+        if self.ssh is None:
+            resolved = resolve_builtin(destination, config_file=self.config_file, user=user, port=port)
+        else:
+            resolved = await self._ssh_g(destination, user, port)
+        log.debug("ssh_resolved", host=destination, resolver=resolved.resolver, hostname=resolved.hostname,
+                  port=resolved.port, user=resolved.user)
+        return resolved
+
+    async def _ssh_g(self, destination: str, user: str | None, port: int | None) -> ResolvedHost:
+        assert self.ssh is not None
+        argv = [self.ssh, "-G"]
+        if self.config_file:
+            argv += ["-F", self.config_file]
+        if user:
+            argv += ["-l", user]
+        if port:
+            argv += ["-p", str(port)]
+        argv += ["--", destination]
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(MAX_SSH_G_PROCESSES)
+        async with self._limit:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE)
+            except OSError as exc:
+                raise ConfigError(f"cannot run {self.ssh} -G: {exc.strerror or exc}") from None
+            try:
+                out, err = await asyncio.wait_for(proc.communicate(), SSH_G_TIMEOUT)
+            except (TimeoutError, asyncio.TimeoutError):
+                proc.kill()
+                await proc.wait()
+                raise ConfigError(f"ssh -G {destination} did not finish within {SSH_G_TIMEOUT:g}s",
+                                  hint="a 'Match exec' command in the SSH config may hang") from None
+        if proc.returncode != 0:
+            raise ConfigError(f"SSH config for {destination}: {ssh_error_line(err)}",
+                              hint="`ssh -G` refuses it too; fix the SSH config")
+        return parse_ssh_g(out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape"), destination)
+
+    async def plan(self, destination: str, user: str | None = None, port: int | None = None) -> ConnectionPlan:
+        target = await self.resolve(destination, user, port)
+        return ConnectionPlan(target, await self.jump_chain(target.proxy_jump, depth=0))
+
+    async def jump_chain(self, hops: tuple[str, ...] | None, *, depth: int) -> tuple[ResolvedHost, ...]:
+        """The hosts before a destination, first first, as ssh builds them: the last hop is
+        reached through ``-J`` the others (so only the first hop's own ProxyJump counts)."""
+        if not hops:
+            return ()
+        if depth >= MAX_JUMP_DEPTH:
+            raise ConfigError(f"ProxyJump chain is deeper than {MAX_JUMP_DEPTH} hops (a loop?)")
+        specs = [parse_jump(hop) for hop in hops]
+        resolved = list(await asyncio.gather(*(self.resolve(s.host, s.user, s.port) for s in specs)))
+        before = await self.jump_chain(resolved[0].proxy_jump, depth=depth + 1)
+        # ssh -J overrides a later hop's own ProxyJump/ProxyCommand.
+        later = [replace(r, proxy_jump=None, proxy_command=None) for r in resolved[1:]]
+        return (*before, resolved[0], *later)
+
+
+def default_resolver(options: SSHOptions) -> HostResolver:
+    """One resolver per set of options in this process: a run's hosts share its cache."""
+    key = (config_file_for(options), os.environ.get("PATH", ""))
+    found = _RESOLVERS.get(key)
+    if found is None:
+        found = _RESOLVERS[key] = HostResolver(key[0])
+    return found
+
+
+#: A memo of resolvers (and so of resolved destinations) for this process, keyed by config file.
+_RESOLVERS: dict[tuple[str | None, str], HostResolver] = {}
+
+
+def resolve_all(targets: Sequence[SSHTarget], options: SSHOptions) -> None:
+    """Resolve every destination of a run (and its jump hosts) up front, concurrently, so that
+    an SSH config ssh refuses is the command's error (exit 2) and each host connects from the
+    cache. A failure names the destination."""
+    if not targets:
+        return
+    resolver = default_resolver(options)
+
+    async def one(target: SSHTarget) -> None:
+        try:
+            await resolver.plan(target.host, target.user, target.port)
+        except ConfigError as exc:
+            raise ConfigError(f"{target}: {exc}" if str(target) not in str(exc) else str(exc), hint=exc.hint) from None
+
+    async def every() -> None:
+        await asyncio.gather(*(one(t) for t in dict.fromkeys(targets)))
+
+    asyncio.run(every())

@@ -1,0 +1,314 @@
+"""One destination's settings from OpenSSH config files, evaluated as readconf.c does.
+
+The fallback for controllers without an ``ssh`` client (see :mod:`openssh`); every value
+keeps the ``file:line`` it came from, which ``envdoctor hosts`` shows.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from envdoctor.errors import ConfigError
+from envdoctor.transport.ssh_config import (
+    SYSTEM_CONFIG,
+    Line,
+    include_paths,
+    match_pattern,
+    match_pattern_list,
+    read_config,
+)
+from envdoctor.transport.ssh_tokens import TokenContext, expand_path, local_account, tilde_expand
+from envdoctor.transport.target import ResolvedHost
+
+BUILTIN = "built-in parser"
+MAX_INCLUDE_DEPTH = 16
+DEFAULT_IDENTITY_FILES = tuple(
+    f"~/.ssh/{name}" for name in ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa")
+)
+DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
+DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+STRICT_VALUES = {"yes": "true", "true": "true", "no": "false", "false": "false", "off": "false",
+                 "ask": "ask", "accept-new": "accept-new"}
+BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
+#: Keywords that take exactly one argument (more is an error, as in ssh).
+SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly", "proxyjump",
+                    "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
+                    "canonicalizehostname"})
+
+
+class UnresolvableError(ConfigError):
+    """The config needs something this parser will not do (run a ``Match exec`` command)."""
+
+
+@dataclass
+class Evaluation:
+    """The state of one pass over the config files for one destination."""
+
+    host: str  # what Host patterns match: the name as typed, or the hostname in the final pass
+    original_host: str
+    final_pass: bool
+    values: dict[str, tuple[object, str]] = field(default_factory=dict)
+    identity_files: list[tuple[str, str]] = field(default_factory=list)
+    want_final_pass: bool = False
+
+    def first(self, key: str, value: object, where: str) -> None:
+        self.values.setdefault(key, (value, where))
+
+
+@functools.lru_cache(maxsize=256)
+def _lines(path: str, mtime_ns: int, size: int) -> tuple[Line, ...]:
+    return tuple(read_config(path))
+
+
+def lines_of(path: str) -> tuple[Line, ...]:
+    """A file's directives, parsed once per process (again if the file changes)."""
+    import os
+
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return ()
+    except OSError as exc:
+        raise ConfigError(f"cannot read SSH config {path}: {exc.strerror}") from None
+    return _lines(path, stat.st_mtime_ns, stat.st_size)
+
+
+def evaluate_file(state: Evaluation, path: str, *, user_config: bool, active: bool = True, depth: int = 0,
+                  never_match: bool = False) -> None:
+    """One file in order; ``active`` says whether its lines before any Host/Match apply."""
+    for line in lines_of(path):
+        keyword, args = line.keyword, line.args
+        if keyword == "host":
+            active = not never_match and host_line_matches(state.host, args, line.where)
+        elif keyword == "match":
+            active = match_line(state, args, line.where) and not never_match
+        elif keyword == "include":
+            if not args:
+                raise ConfigError(f"{line.where}: Include needs a file name")
+            if depth >= MAX_INCLUDE_DEPTH:
+                raise ConfigError(f"{line.where}: Include nested more than {MAX_INCLUDE_DEPTH} deep")
+            for pattern in args:
+                for included in include_paths(pattern, user_config=user_config):
+                    # An Include inside a block that does not apply is read, but nothing in it applies.
+                    evaluate_file(state, included, user_config=user_config, active=active, depth=depth + 1,
+                                  never_match=never_match or not active)
+        else:
+            apply_keyword(state, line, active)
+
+
+def host_line_matches(host: str, patterns: Sequence[str], where: str) -> bool:
+    """A ``Host`` line: any pattern matches and no negated one does; a comma is a literal."""
+    matched = False
+    for pattern in patterns:
+        if not pattern:
+            raise ConfigError(f"{where}: Host has an empty pattern")
+        if pattern.startswith("!"):
+            if match_pattern(host, pattern[1:]):
+                return False
+        elif match_pattern(host, pattern):
+            matched = True
+    return matched
+
+
+def match_line(state: Evaluation, args: Sequence[str], where: str) -> bool:
+    """A ``Match`` line, as readconf.c's ``match_cfg_line``."""
+    words = list(args)
+    result = True
+    attributes = 0
+    if not words:
+        raise ConfigError(f"{where}: Match needs one or more criteria")
+    while words:
+        attribute = words.pop(0)
+        negate = attribute.startswith("!")
+        name = (attribute[1:] if negate else attribute).lower()
+        if name == "all":
+            if attributes or words:
+                raise ConfigError(f"{where}: Match 'all' cannot be combined with other criteria")
+            return result and not negate
+        attributes += 1
+        if name in ("canonical", "final"):
+            state.want_final_pass = state.want_final_pass or name == "final"
+            if state.final_pass == negate:
+                result = False
+            continue
+        if not words or not words[0]:
+            raise ConfigError(f"{where}: Match {attribute} needs an argument")
+        argument = words.pop(0)
+        if name == "exec":
+            if not result:
+                continue  # ssh does not run the command once an earlier criterion failed
+            raise UnresolvableError(
+                f"{where}: 'Match exec' runs a command, which the built-in SSH config parser never does",
+                hint="install the OpenSSH client (ssh) so that `ssh -G` resolves this host exactly",
+            )
+        if criterion(state, name, argument, where) == negate:
+            result = False
+    return result
+
+
+def criterion(state: Evaluation, name: str, argument: str, where: str) -> bool:
+    if name == "host":
+        return match_pattern_list(hostname_so_far(state), argument, lower=True)
+    if name == "originalhost":
+        return match_pattern_list(state.original_host, argument, lower=True)
+    if name == "user":
+        return match_pattern_list(str(state.values.get("user", (local_account().pw_name, ""))[0]), argument)
+    if name == "localuser":
+        return match_pattern_list(local_account().pw_name, argument)
+    raise ConfigError(f"{where}: unsupported Match criterion {name!r}")
+
+
+def hostname_so_far(state: Evaluation) -> str:
+    """What ``Match host`` sees: the HostName so far (``%h`` expanded), else the host."""
+    if "hostname" not in state.values:
+        return state.host
+    value = str(state.values["hostname"][0])
+    return value if state.final_pass else expand_hostname(value, state.host)
+
+
+def expand_hostname(value: str, host: str) -> str:
+    """HostName knows ``%h`` and ``%%`` only."""
+    return re.sub(r"%([%h])", lambda m: host if m[1] == "h" else "%", value)
+
+
+_TIME = re.compile(r"(\d+)([smhdwSMHDW]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_time(text: str, where: str) -> float:
+    """OpenSSH's ``convtime``: ``90``, ``1m30s``, ``2h``."""
+    parts = _TIME.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ConfigError(f"{where}: invalid time value {text!r}")
+    return float(sum(int(n) * _UNITS[u.lower()] for n, u in parts))
+
+
+def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
+    """One directive: values are checked even where they do not apply (as ssh does); the
+    first value obtained wins, IdentityFile accumulates."""
+    keyword, args, where = line.keyword, line.args, line.where
+    if keyword in SINGLE:
+        if not args or not args[0]:
+            raise ConfigError(f"{where}: {keyword} needs a value")
+        if len(args) > 1:
+            raise ConfigError(f"{where}: keyword {keyword} has extra arguments at end of line")
+    value = args[0] if args else ""
+    parsed: object = value
+    if keyword == "port":
+        if not value.isdigit() or not 0 < int(value) < 65536:
+            raise ConfigError(f"{where}: bad port number {value!r}")
+        parsed = int(value)
+    elif keyword in ("identitiesonly", "checkhostip"):
+        if value.lower() not in BOOLEANS:
+            raise ConfigError(f"{where}: {keyword} must be yes or no, not {value!r}")
+        parsed = BOOLEANS[value.lower()]
+    elif keyword == "stricthostkeychecking":
+        if value.lower() not in STRICT_VALUES:
+            raise ConfigError(f"{where}: bad StrictHostKeyChecking value {value!r}")
+        parsed = STRICT_VALUES[value.lower()]
+    elif keyword == "connecttimeout":
+        parsed = None if value.lower() == "none" else parse_time(value, where)
+    elif keyword in ("userknownhostsfile", "globalknownhostsfile"):
+        if not args:
+            raise ConfigError(f"{where}: {keyword} needs a file name")
+        parsed = tuple(args)
+    if not active:
+        return
+    if keyword == "identityfile":
+        state.identity_files.append((value, where))
+    elif keyword == "proxyjump":
+        state.first("proxy", ("jump", value), where)
+    elif keyword == "proxycommand":
+        state.first("proxy", ("command", line.raw.strip()), where)
+    elif keyword == "canonicalizehostname":
+        state.first(keyword, value.lower(), where)
+    elif keyword in SINGLE or keyword in ("userknownhostsfile", "globalknownhostsfile"):
+        state.first(keyword, parsed, where)
+
+
+def config_files_for(config_file: str | None) -> list[tuple[str, bool]]:
+    """``-F FILE`` alone, else ``~/.ssh/config`` then the system file; (path, is user config)."""
+    if config_file is not None:
+        return [(config_file, True)]
+    return [(tilde_expand("~/.ssh/config"), True), (SYSTEM_CONFIG, False)]
+
+
+def run_pass(files: list[tuple[str, bool]], state: Evaluation) -> None:
+    for path, user_config in files:
+        evaluate_file(state, path, user_config=user_config)
+
+
+def resolve_builtin(destination: str, *, config_file: str | None = None, user: str | None = None,
+                    port: int | None = None) -> ResolvedHost:
+    """Resolve one destination as ``ssh -G [-F FILE] [-l USER] [-p PORT] DESTINATION`` would."""
+    files = config_files_for(config_file)
+    if config_file is not None and not lines_of(config_file) and not _readable(config_file):
+        raise ConfigError(f"cannot read SSH config {config_file}")
+    state = Evaluation(host=destination, original_host=destination, final_pass=False)
+    if user:
+        state.first("user", user, "command line")
+    if port:
+        state.first("port", port, "command line")
+    run_pass(files, state)
+    canonicalize = str(state.values.get("canonicalizehostname", ("no", ""))[0])
+    if state.want_final_pass or canonicalize in ("yes", "always"):
+        hostname = expand_hostname(str(state.values.get("hostname", (destination, ""))[0]), destination).lower()
+        source = state.values.get("hostname", (None, "destination"))[1]
+        state.values["hostname"] = (hostname, source)
+        state = Evaluation(host=hostname, original_host=destination, final_pass=True, values=state.values,
+                           identity_files=state.identity_files)
+        run_pass(files, state)
+    return finish(state, destination)
+
+
+def _readable(path: str) -> bool:
+    import os
+
+    return os.path.isfile(path) and os.access(path, os.R_OK)
+
+
+def finish(state: Evaluation, destination: str) -> ResolvedHost:
+    """Defaults and expansions, after every file was read (so a later HostName counts for ``%h``)."""
+    values = state.values
+    sources: dict[str, str] = {}
+
+    def get(key: str, default: object) -> object:
+        value, where = values.get(key, (default, "default"))
+        sources[key] = where
+        return value
+
+    hostname = expand_hostname(str(get("hostname", destination)), destination).lower()
+    if "hostname" not in values:
+        sources["hostname"] = "destination"
+    port = int(get("port", 22))  # type: ignore[call-overload]  # an int by construction
+    user = str(get("user", local_account().pw_name))
+    kind, proxy = get("proxy", ("", None))  # type: ignore[misc]  # a pair by construction
+    jump = proxy if kind == "jump" and proxy != "none" else None
+    alias = get("hostkeyalias", None)
+    context = TokenContext(hostname, port, user, destination, str(alias) if alias else None, jump)
+    identity_raw = state.identity_files or [(f, "default") for f in DEFAULT_IDENTITY_FILES]
+    identity = tuple(f if f == "none" else expand_path(f, context, where) for f, where in identity_raw)
+    sources["identity_files"] = ", ".join(dict.fromkeys(where for _, where in identity_raw))
+    user_known = tuple(
+        f if f == "none" else expand_path(f, context, sources.get("userknownhostsfile", ""))
+        for f in get("userknownhostsfile", DEFAULT_USER_KNOWN_HOSTS)  # type: ignore[attr-defined]  # a tuple
+    )
+    global_known = tuple(
+        f if f == "none" else tilde_expand(f)
+        for f in get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS)  # type: ignore[attr-defined]  # a tuple
+    )
+    timeout = get("connecttimeout", None)
+    return ResolvedHost(
+        host=destination, hostname=hostname, port=port, user=user,
+        identity_files=identity, identities_only=bool(get("identitiesonly", False)),
+        proxy_jump=tuple(jump.split(",")) if jump else None,
+        proxy_command=str(proxy) if kind == "command" and proxy != "none" else None,
+        user_known_hosts_files=user_known, global_known_hosts_files=global_known,
+        strict_host_key_checking=str(get("stricthostkeychecking", "ask")),
+        host_key_alias=str(alias) if alias else None, check_host_ip=bool(get("checkhostip", False)),
+        connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
+        resolver=BUILTIN, sources=sources,
+    )

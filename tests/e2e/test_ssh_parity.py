@@ -1,0 +1,269 @@
+"""Two loopback sshds with different host keys: envdoctor connects exactly where `ssh` does,
+and refuses a changed, revoked or alias-mismatched host key with and without --accept-new.
+
+Which server a connection reached is proven by its host key: each case's known_hosts trusts
+only the server the case should reach (under the name OpenSSH looks it up by), with
+StrictHostKeyChecking yes, so a connection to the other server is refused. Real `ssh`
+(BatchMode) is run on the same files as the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.faults_support import hosts_by_name, results_by_id
+from tests.sshd import SSHServer, start_sshd
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def server_b(sshd: SSHServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
+    """A second sshd on 127.0.0.1 with its own host key, accepting the first one's client key."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd_b"), [], client_key=sshd.client_key)
+    yield server
+    server.stop()
+
+
+def host_key(server: SSHServer) -> str:
+    """``type base64`` of a server's host key."""
+    return " ".join((server.root / "host_ed25519.pub").read_text().split()[:2])
+
+
+@pytest.fixture()
+def env(sshd: SSHServer, server_b: SSHServer, tmp_path: Path) -> dict[str, str]:
+    """Template values: ports A and B, the client key, the user, the case folder."""
+    (tmp_path / "keys").mkdir()
+    return {"A": str(sshd.port), "B": str(server_b.port), "key": str(sshd.client_key), "user": sshd.user,
+            "d": str(tmp_path), "kh": str(tmp_path / "known_hosts")}
+
+
+def write_config(env: dict[str, str], body: str, *, strict: str = "yes") -> Path:
+    """The case's blocks, then defaults for every host (first match wins, so the case decides)."""
+    text = body + (
+        "Host * !inc\n  IdentityFile {key}\n"
+        "Host *\n  User {user}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n"
+        f"  StrictHostKeyChecking {strict}\n  BatchMode yes\n"
+    )
+    config = Path(env["d"]) / "ssh_config"
+    config.write_text(text.format(**env))
+    return config
+
+
+def ssh_connects(config: Path, dest: str, *options: str) -> bool:
+    proc = subprocess.run(["ssh", "-F", str(config), *options, dest, "true"], capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    return proc.returncode == 0
+
+
+def reachable(run_cli, config: Path, dest: str, *args: str) -> tuple[dict, str]:
+    """host.reachable of one envdoctor check, and its stderr."""
+    res = run_cli("check", dest, "--ssh-config", str(config), "--only", "host.reachable", "--format", "json", *args)
+    assert res.exit_status in (0, 1), res.stderr
+    return results_by_id(json.loads(res.stdout)["hosts"][0])["host.reachable"], res.stderr
+
+
+B_ONLY = "[127.0.0.1]:{B} " + "{key_b}\n"
+
+ROUTES = [
+    # (case id, config blocks, destination, known_hosts text)
+    ("comment-after-host-patterns",
+     "Host prod   # replaces staging\n  HostName 127.0.0.1\n  Port {A}\nHost staging\n  HostName 127.0.0.1\n  Port {B}\n",
+     "staging", B_ONLY),
+    ("comma-list-is-one-literal-pattern",
+     "Host gpu1,gpu2\n  HostName 127.0.0.1\n  Port {A}\nHost gpu1\n  HostName 127.0.0.1\n  Port {B}\n", "gpu1", B_ONLY),
+    ("trailing-comment-on-port", "Host tc\n  HostName 127.0.0.1\n  Port {B} # the second server\n", "tc", B_ONLY),
+    ("negated-elsewhere-but-own-block",
+     "Host * !bastion\n  HostName 127.0.0.1\n  Port {A}\nHost bastion\n  HostName 127.0.0.1\n  Port {B}\n",
+     "bastion", B_ONLY),
+    ("alias-only-under-match-originalhost", "Match originalhost mo\n  HostName 127.0.0.1\n  Port {B}\n", "mo", B_ONLY),
+    ("match-exec-with-token-and-equals",
+     'Match originalhost mx exec "test %n = mx"\n  HostName 127.0.0.1\n  Port {B}\n'
+     "Host mx\n  HostName 127.0.0.1\n  Port {A}\n", "mx", B_ONLY),
+    ("identity-percent-h-after-include",
+     "Host inc\n  IdentityFile {d}/keys/id_%h\nInclude {d}/inc.conf\n", "inc", B_ONLY),
+    ("missing-identity-file-skipped",
+     "Host idm\n  HostName 127.0.0.1\n  Port {B}\n  IdentityFile {d}/keys/id_old\n", "idm", B_ONLY),
+    ("known-hosts-file-with-tokens",
+     "Host kt\n  HostName 127.0.0.1\n  Port {B}\n  UserKnownHostsFile {d}/kh/%h_%p\n", "kt", ""),
+    ("host-key-alias", "Host al\n  HostName 127.0.0.1\n  Port {B}\n  HostKeyAlias myalias\n", "al",
+     "myalias {key_b}\n"),
+    ("proxyjump-uri-through-a-to-b",
+     "Host pj\n  HostName 127.0.0.1\n  Port {B}\n  ProxyJump ssh://{user}@127.0.0.1:{A}\n", "pj",
+     "[127.0.0.1]:{B} {key_b}\n[127.0.0.1]:{A} {key_a}\n"),
+]
+
+
+@pytest.mark.parametrize(("config_body", "dest", "known"), [r[1:] for r in ROUTES], ids=[r[0] for r in ROUTES])
+def test_route_reaches_the_server_ssh_reaches(run_cli, sshd, server_b, env, config_body, dest, known):
+    """envdoctor logs in to the server `ssh` logs in to (proven by the host key it accepts)."""
+    values = {**env, "key_a": host_key(sshd), "key_b": host_key(server_b)}
+    Path(env["kh"]).write_text(known.format(**values))
+    (Path(env["d"]) / "kh").mkdir()
+    (Path(env["d"]) / "kh" / f"127.0.0.1_{server_b.port}").write_text(f"[127.0.0.1]:{server_b.port} {values['key_b']}\n")
+    (Path(env["d"]) / "inc.conf").write_text(f"Host inc\n  HostName 127.0.0.1\n  Port {server_b.port}\n")
+    (Path(env["d"]) / "keys" / "id_127.0.0.1").write_bytes(sshd.client_key.read_bytes())
+    (Path(env["d"]) / "keys" / "id_127.0.0.1").chmod(0o600)
+    config = write_config(env, config_body)
+    assert ssh_connects(config, dest), "the oracle: ssh itself reaches server B"
+    result, stderr = reachable(run_cli, config, dest)
+    assert result["status"] == "pass", (result, stderr)
+    assert not (Path(env["d"]) / "kh" / "%h_%p").exists()
+
+
+REFUSALS = [
+    ("changed-key", "Host ch\n  HostName 127.0.0.1\n  Port {B}\n", "ch", "[127.0.0.1]:{B} {key_a}\n"),
+    ("revoked-on-non-default-port", "Host rv\n  HostName 127.0.0.1\n  Port {B}\n", "rv",
+     "@revoked [127.0.0.1]:{B} {key_b}\n"),
+    ("alias-mismatch", "Host am\n  HostName 127.0.0.1\n  Port {B}\n  HostKeyAlias myalias\n", "am",
+     "myalias {key_a}\n[127.0.0.1]:{B} {key_b}\n"),
+    ("changed-key-in-token-file",
+     "Host tk\n  HostName 127.0.0.1\n  Port {B}\n  UserKnownHostsFile {d}/kh/%h_%p\n", "tk", ""),
+]
+
+
+@pytest.mark.parametrize("accept_new", [False, True], ids=["strict", "accept-new"])
+@pytest.mark.parametrize(("config_body", "dest", "known"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_bad_host_key_is_refused(run_cli, sshd, server_b, env, config_body, dest, known, accept_new):
+    """A changed, revoked or alias-mismatched key is refused, as ssh refuses it, and nothing is recorded."""
+    values = {**env, "key_a": host_key(sshd), "key_b": host_key(server_b)}
+    kh_dir = Path(env["d"]) / "kh"
+    kh_dir.mkdir()
+    (kh_dir / f"127.0.0.1_{server_b.port}").write_text(f"[127.0.0.1]:{server_b.port} {values['key_a']}\n")
+    Path(env["kh"]).write_text(known.format(**values))
+    config = write_config(env, config_body, strict="accept-new" if accept_new else "yes")
+    before = {p: p.read_bytes() for p in [Path(env["kh"]), *kh_dir.iterdir()]}
+    assert not ssh_connects(config, dest), "the oracle: ssh refuses this key too"
+    result, stderr = reachable(run_cli, config, dest, *(["--accept-new"] if accept_new else []))
+    assert result["status"] == "error" and result["details"]["kind"] == "host-key", (result, stderr)
+    assert {p: p.read_bytes() for p in [Path(env["kh"]), *kh_dir.iterdir()]} == before
+    assert sorted(p.name for p in kh_dir.iterdir()) == [f"127.0.0.1_{server_b.port}"], "no file named after a token"
+
+
+def test_accept_new_from_config_records_in_the_expanded_file(run_cli, server_b, env):
+    """StrictHostKeyChecking accept-new in the config accepts an unknown key without the flag and
+    records it in the first UserKnownHostsFile, tokens expanded."""
+    config = write_config(env, "Host an\n  HostName 127.0.0.1\n  Port {B}\n  UserKnownHostsFile {d}/kh/%h_%p {kh}\n",
+                          strict="accept-new")
+    result, stderr = reachable(run_cli, config, "an")
+    assert result["status"] == "pass", (result, stderr)
+    recorded = Path(env["d"]) / "kh" / f"127.0.0.1_{server_b.port}"
+    assert recorded.read_text().split()[1:3] == host_key(server_b).split()
+    assert "host_key_accepted" in stderr
+    assert not Path(env["kh"]).exists()
+
+
+def test_strict_no_needs_the_confirmation_flag(run_cli, server_b, env):
+    """`StrictHostKeyChecking no` is treated as yes unless --insecure-no-host-key-check confirms it (then logged)."""
+    config = write_config(env, "Host sn\n  HostName 127.0.0.1\n  Port {B}\n", strict="no")
+    refused, _ = reachable(run_cli, config, "sn")
+    assert refused["details"]["kind"] == "host-key"
+    assert "insecure-no-host-key-check" in refused["message"]
+    accepted, stderr = reachable(run_cli, config, "sn", "--insecure-no-host-key-check")
+    assert accepted["status"] == "pass", accepted
+    assert "host_key_check_disabled" in stderr
+
+
+def test_known_hosts_none_is_not_the_default_file(run_cli, server_b, env):
+    """`UserKnownHostsFile none` reads no user file (never ~/.ssh/known_hosts): the key is unknown."""
+    config = write_config(env, "Host kn\n  HostName 127.0.0.1\n  Port {B}\n  UserKnownHostsFile none\n")
+    result, _ = reachable(run_cli, config, "kn")
+    assert result["details"]["kind"] == "host-key"
+
+
+@pytest.fixture()
+def silent_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that accepts connections and never says a word."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for sock in held:
+        sock.close()
+    listener.close()
+
+
+def test_connect_timeout_comes_from_the_config(run_cli, env, silent_port):
+    """ConnectTimeout in the config bounds the connection unless --connect-timeout is given."""
+    env = {**env, "S": str(silent_port)}
+    config = write_config(env, "Host slow\n  HostName 127.0.0.1\n  Port {S}\n  ConnectTimeout 1\n")
+    started = time.monotonic()
+    result, _ = reachable(run_cli, config, "slow")
+    assert "within 1s" in result["message"], result
+    assert time.monotonic() - started < 12
+    overridden, _ = reachable(run_cli, config, "slow", "--connect-timeout", "2")
+    assert "within 2s" in overridden["message"], overridden
+
+
+def test_bad_ssh_config_is_exit_2_naming_the_line(run_cli, env):
+    """An unbalanced quote is a one-line usage error naming the file and line, not a traceback."""
+    config = Path(env["d"]) / "ssh_config"
+    config.write_text('Host good\n  Port 22\nHost bad"\n  Port 1\n')
+    res = run_cli("check", "good", "--ssh-config", str(config))
+    assert res.exit_status == 2
+    assert "Traceback" not in res.stderr
+    assert f"{config} line 3" in res.stderr or f"{config}:3" in res.stderr, res.stderr
+
+
+def test_typo_gets_the_nearest_alias(run_cli, env):
+    """A name the config does not define is refused, with the closest alias suggested."""
+    config = write_config(env, "Host staging\n  HostName 127.0.0.1\n")
+    res = run_cli("check", "stagin", "--ssh-config", str(config))
+    assert res.exit_status == 2
+    assert "unknown host 'stagin'" in res.stderr and "did you mean 'staging'" in res.stderr
+
+
+def test_hosts_command_plans_like_ssh_g(run_cli, sshd, server_b, env):
+    """`envdoctor hosts --format json` gives each destination's plan (jump hops resolved) and
+    exit 2 with an error entry for a destination that cannot be resolved."""
+    config = write_config(env, "Host pj\n  HostName 127.0.0.1\n  Port {B}\n  ProxyJump bastion\n  ConnectTimeout 7\n"
+                               "Host bastion\n  HostName 127.0.0.1\n  Port {A}\n")
+    res = run_cli("hosts", "pj", "--ssh-config", str(config), "--format", "json")
+    assert res.exit_status == 0, res.stderr
+    document = json.loads(res.stdout)
+    assert (document["schema"], document["command"], document["exit_status"]) == (1, "hosts", 0)
+    plan = hosts_by_name(res.stdout)["pj"]
+    assert plan == {
+        "host": "pj", "hostname": "127.0.0.1", "port": server_b.port, "user": sshd.user,
+        "identity_files": [str(sshd.client_key)],
+        "proxy_jump": [{"hostname": "127.0.0.1", "port": sshd.port, "user": sshd.user}],
+        "known_hosts_files": [env["kh"], "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"],
+        "strict_host_key_checking": "true", "connect_timeout": 7.0,
+    }
+    text = run_cli("hosts", "pj", "--ssh-config", str(config))
+    assert f"[{config}:3]" in text.stdout and "ssh -G" in text.stdout
+    Path(config).write_text(Path(config).read_text() + "Host broken\"\n")
+    bad = run_cli("hosts", "pj", "--ssh-config", str(config), "--format", "json")
+    assert bad.exit_status == 2
+    assert "error" in hosts_by_name(bad.stdout)["pj"]
+
+
+def test_route_proof_fails_for_the_wrong_server(sshd, server_b, env):
+    """The method can fail: known_hosts trusting only server A's key refuses a route to B (ssh agrees)."""
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    config = write_config(env, "Host wrong\n  HostName 127.0.0.1\n  Port {B}\n")
+    assert shutil.which("ssh") and not ssh_connects(config, "wrong")

@@ -1,0 +1,284 @@
+"""The drift resolution rules, each on a small provider and consumer shaped like real code."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from typing import Any
+
+from envdoctor.drift.judge import ERROR, UNRESOLVED, WARN, Finding, judge
+from envdoctor.probe.drift_ast import summarize_source
+from envdoctor.probe.drift_uses import UseFinder
+
+
+def analyse(provider: dict[str, str], consumer: str, *, version: str = "1.0", module: str = "cons.mod") -> list[Finding]:
+    """Findings of `consumer` (one file of distribution cons) against the provider modules given."""
+    modules: dict[str, Any] = {}
+    for name, source in provider.items():
+        is_package = name.count(".") == 0 or name.endswith(".__init__")
+        name = name.removesuffix(".__init__")
+        summary = summarize_source(textwrap.dedent(source).encode(), name, is_package)
+        summary["path"] = name.replace(".", "/") + ("/__init__.py" if is_package else ".py")
+        modules[name] = summary
+    tops = {m.split(".")[0] for m in modules}
+    tree = ast.parse(textwrap.dedent(consumer))
+    uses = UseFinder(tree, module, False, tops).run()
+    for use in uses:
+        use["file"] = module.replace(".", "/") + ".py"
+        use["provider"] = use["path"].split(".")[0]
+    data = {"consumers": [{"name": "cons", "version": "0.1", "requires": [], "uses": uses}],
+            "providers": {t: {"version": version} for t in tops}, "import_names": {t: t for t in tops}, "modules": modules}
+    return [f for pair in judge(data) for f in pair.findings]
+
+
+def severities(findings: list[Finding]) -> list[tuple[int, str]]:
+    return [(f.line, f.severity) for f in findings]
+
+
+def test_unknown_keyword_and_missing_required_are_errors() -> None:
+    """A removed keyword and a new required parameter are errors at the consumer's line."""
+    found = analyse({"prov": """
+        def get_config(vllm_config, groups, available_memory):
+            pass
+    """}, """
+        from prov import get_config
+        get_config(vllm_config=1, groups=2, specs=3, available_memory=4)
+        get_config(1, 2)
+    """)
+    assert severities(found) == [(3, ERROR), (4, ERROR)]
+    assert "keyword specs" in found[0].why and "available_memory" in found[1].why
+    assert found[0].definition == "prov/__init__.py:2"
+
+
+def test_overload_stubs_are_skipped_for_the_implementation() -> None:
+    """@overload stubs are not the signature; the implementation behind them is."""
+    found = analyse({"prov": """
+        from typing import overload
+        @overload
+        def load(path: str) -> int: ...
+        @overload
+        def load(path: bytes) -> int: ...
+        def load(path, *, strict=False, cache=None):
+            pass
+    """}, """
+        import prov
+        prov.load("x", strict=True, cache=1)
+    """)
+    assert found == []
+
+
+def test_a_call_any_conditional_variant_accepts_is_accepted() -> None:
+    """if is_hip(): def f(6 args) else: def f(4 args) — a call fitting either is fine."""
+    provider = {"prov": """
+        if is_hip():
+            def kernel(a, b, c, d, e, f):
+                pass
+        else:
+            def kernel(a, b, c, d):
+                pass
+    """}
+    assert analyse(provider, "from prov import kernel\nkernel(1, 2, 3, 4)\n") == []
+    found = analyse(provider, "from prov import kernel\nkernel(1, 2)\n")
+    assert severities(found) == [(2, ERROR)] and "variants" in found[0].why
+
+
+def test_a_name_bound_to_different_callees_is_not_an_error() -> None:
+    """A name imported from the provider and also defined locally is ambiguous: unresolved."""
+    found = analyse({"prov": "def old(a):\n    pass\n"}, """
+        try:
+            from prov import old as run
+        except ImportError:
+            def run(*args, **kwargs):
+                pass
+        run(1, 2, 3)
+    """)
+    assert [f.severity for f in found] == [UNRESOLVED]
+
+
+def test_lazy_modules_are_unresolved_not_errors() -> None:
+    """PEP 562 __getattr__ and transformers' _LazyModule make a missing name unresolved."""
+    pep562 = {"prov": """
+        MODULE_ATTRS = {"LLM": ".entrypoints.llm:LLM"}
+        def __getattr__(name):
+            return MODULE_ATTRS[name]
+    """}
+    assert [f.severity for f in analyse(pep562, "from prov import LLM\n")] == [UNRESOLVED]
+    lazy = {"prov": """
+        import sys
+        from .utils import _LazyModule, define_import_structure
+        _import_structure = define_import_structure(__file__)
+        sys.modules[__name__] = _LazyModule(__name__, globals()["__file__"], _import_structure)
+    """}
+    assert [f.severity for f in analyse(lazy, "from prov import AutoTokenizer\n")] == [UNRESOLVED]
+
+
+def test_except_importerror_fallback_is_dead_when_the_try_import_resolves() -> None:
+    """The fallback import only runs when the try import fails; a resolving try makes it dead."""
+    provider = {"prov": "def new_api(x):\n    pass\n"}
+    consumer = """
+        try:
+            from prov import new_api
+        except ImportError:
+            from prov import old_api
+    """
+    assert analyse(provider, consumer) == []
+    consumer_broken = """
+        try:
+            from prov import newer_api
+        except ImportError:
+            from prov import old_api
+    """
+    assert severities(analyse(provider, consumer_broken)) == [(3, WARN), (5, WARN)]
+
+
+def test_simple_version_checks_are_evaluated_against_the_installed_version() -> None:
+    """if version.parse(prov.__version__) >= "0.12": the branch the installed version skips is dead."""
+    provider = {"prov": "__version__ = '0.16.0'\ndef build(a, block_size):\n    pass\n"}
+    consumer = """
+        import prov
+        from packaging import version
+        if version.parse(prov.__version__) >= version.parse("0.12.0"):
+            prov.build(1, block_size=2)
+        else:
+            prov.build(1)
+    """
+    assert analyse(provider, consumer, version="0.16.0") == []
+    found = analyse(provider, consumer, version="0.11.0")
+    assert severities(found) == [(7, ERROR)]  # the else branch runs on 0.11
+
+
+def test_hasattr_and_type_checking_guards_make_warnings() -> None:
+    """Uses under hasattr() or TYPE_CHECKING are warnings, not errors."""
+    found = analyse({"prov": "def f(a):\n    pass\n"}, """
+        import prov
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from prov import Gone
+        if hasattr(prov, "g"):
+            prov.g(1)
+    """)
+    assert severities(found) == [(5, WARN), (7, WARN)]
+
+
+def test_methods_called_through_the_class() -> None:
+    """Cls.method(obj, ...) passes self explicitly; a classmethod binds the class."""
+    provider = {"prov": """
+        class Engine:
+            def step(self, batch, *, sync=False):
+                pass
+            @classmethod
+            def from_config(cls, config, usage=None):
+                pass
+            @staticmethod
+            def helper(x):
+                pass
+    """}
+    consumer = """
+        from prov import Engine
+        Engine.step(engine, batch, sync=True)
+        Engine.from_config(cfg)
+        Engine.helper(1)
+        Engine.from_config(cfg, usage=1, extra=2)
+        Engine.missing_method()
+    """
+    assert severities(analyse(provider, consumer)) == [(6, ERROR), (7, ERROR)]
+
+
+def test_dataclass_and_pydantic_fields_with_and_without_defaults() -> None:
+    """Generated __init__: required fields, defaults, Field(init=False), ClassVar, InitVar, a wrapper decorator."""
+    provider = {
+        "prov.__init__": "",
+        "prov.utils": """
+            from pydantic.dataclasses import dataclass
+            def config(cls):
+                return dataclass(cls, config={"extra": "forbid"})
+        """,
+        "prov.sched": """
+            from dataclasses import InitVar
+            from typing import ClassVar
+            from pydantic import Field
+            from prov.utils import config
+
+            @config
+            class SchedulerConfig:
+                max_model_len: InitVar[int]
+                is_encoder_decoder: InitVar[bool]
+                DEFAULT: ClassVar[int] = 2048
+                max_num_seqs: int = Field(default=128, ge=1)
+                encoder_cache_size: int = Field(init=False)
+                policy: str = "fcfs"
+        """,
+    }
+    consumer = """
+        from prov.sched import SchedulerConfig
+        SchedulerConfig(max_model_len=1, is_encoder_decoder=False, max_num_seqs=2)
+        SchedulerConfig(max_model_len=1, max_num_seqs=2)
+        SchedulerConfig(max_model_len=1, is_encoder_decoder=False, DEFAULT=3)
+    """
+    found = analyse(provider, consumer)
+    assert severities(found) == [(4, ERROR), (5, ERROR)]
+    assert "is_encoder_decoder" in found[0].why and "encoder_cache_size" not in found[0].why
+    assert "keyword DEFAULT" in found[1].why
+
+
+def test_constructors_init_new_and_inherited_init() -> None:
+    """__init__ of the class or its same-provider base, __new__, and kwargs acceptance."""
+    provider = {
+        "prov.__init__": "",
+        "prov.base": """
+            class Executor:
+                def __init__(self, vllm_config, *, log_stats=False):
+                    pass
+        """,
+        "prov.impl": """
+            from prov.base import Executor
+            class MultiprocExecutor(Executor):
+                pass
+            class Token:
+                def __new__(cls, value):
+                    pass
+            class Flexible:
+                def __init__(self, *args, **kwargs):
+                    pass
+        """,
+    }
+    consumer = """
+        from prov.impl import MultiprocExecutor, Token, Flexible
+        MultiprocExecutor(vllm_config=1)
+        MultiprocExecutor(config=1)
+        Token(1)
+        Token(1, 2)
+        Flexible(1, 2, anything=3)
+    """
+    found = analyse(provider, consumer)
+    assert severities(found) == [(4, ERROR), (6, ERROR)]
+    assert found[0].definition == "prov/base.py:3"
+
+
+def test_a_base_outside_the_provider_or_a_wrapping_decorator_is_unresolved() -> None:
+    """What a foreign base or an unknown decorator does to a signature is not guessed."""
+    provider = {"prov": """
+        import torch
+        def wrapper(fn):
+            def inner(*args, **kwargs):
+                return fn(*args, **kwargs)
+            return inner
+        class Layer(torch.nn.Module):
+            pass
+        @wrapper
+        def op(a):
+            pass
+    """}
+    found = analyse(provider, "import prov\nprov.Layer(1, 2)\nprov.op(1, 2)\n")
+    assert [f.severity for f in found] == [UNRESOLVED, UNRESOLVED]
+
+
+def test_star_reexports_and_missing_names() -> None:
+    """A name re-exported by a star import resolves; a name no module defines is an error."""
+    provider = {
+        "prov.__init__": "",
+        "prov.distributed.__init__": "from .parallel_state import *\n",
+        "prov.distributed.parallel_state": "def get_tp_group():\n    pass\n",
+    }
+    found = analyse(provider, "from prov.distributed import get_tp_group, get_pp_group\n")
+    assert severities(found) == [(1, ERROR)] and "get_pp_group" in found[0].use
