@@ -59,9 +59,11 @@ def bench(venv: Path) -> None:
     for pair in first["pairs"]:
         print(f"  {pair.headline()} ({pair.uses} uses)")
     print(f"  files parsed on the host:      {data['files_parsed']} ({data['bytes_read'] / 1e6:.1f} MB read)")
-    print(f"  first check, host section:     {data['host_seconds']:.3f} s   (probe command end to end {first_total:.3f} s)")
+    print(f"  first check, host section:     {data['host_seconds']:.3f} s wall, {data['host_cpu_seconds']:.3f} s CPU"
+          f"   (probe command end to end {first_total:.3f} s)")
     print(f"  first check, controller judge: {first_controller:.3f} s")
-    print(f"  re-check, host section:        {again['data']['host_seconds']:.3f} s   (cache {again['data']['cache']}; "
+    print(f"  re-check, host section:        {again['data']['host_seconds']:.3f} s wall, "
+          f"{again['data']['host_cpu_seconds']:.3f} s CPU   (cache {again['data']['cache']}; "
           f"probe command end to end {again_total:.3f} s)")
     print(f"  re-check, controller judge:    {again_controller:.3f} s")
 

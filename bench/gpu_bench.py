@@ -10,7 +10,8 @@ extension modules). It measures, in turns, best of --repeat:
 - the probe section alone, in this process: cold (no envdoctor cache; the page cache is
   warm, since dropping it would slow everyone else on the machine) and the re-check;
 - the whole probe through the local transport (interpreter start, program sent, JSON read)
-  for the gpu-stack section, cold and re-check;
+  for the gpu-stack section, cold and re-check, beside the same probe with no section (the
+  fixed cost of starting the host's interpreter, which every check pays once);
 - `envdoctor check local --only gpu.stack` through the CLI, as a user runs it.
 
 Usage: python bench/gpu_bench.py [--repeat 3] [--torch 2.9.1] [--ext vllm==0.11.0 ...]
@@ -92,12 +93,12 @@ def section(venv: Path) -> float:
     return time.perf_counter() - start
 
 
-async def through_probe(venv: Path) -> float:
+async def through_probe(venv: Path, sections: tuple[str, ...] = ("gpu-stack",)) -> float:
     spec = HostSpec("local", None, venv=str(venv))
     start = time.perf_counter()
-    output = await run_probe(LocalTransport(), build_request(spec, ["gpu-stack"]))
+    output = await run_probe(LocalTransport(), build_request(spec, sections))
     elapsed = time.perf_counter() - start
-    assert "gpu-stack" in output.sections, output.errors
+    assert set(output.sections) == set(sections), output.errors
     return elapsed
 
 
@@ -125,12 +126,13 @@ def main() -> None:
         fatbin = item.get("fatbin") or {}
         print(f"  {item['relpath']}: {fatbin.get('containers', 0)} containers, {fatbin.get('entries', 0)} entries, "
               f"missing torch symbols: {item.get('missing_count', '-')} {item.get('missing', '')}")
-    figures: dict[str, list[float]] = {k: [] for k in ("section cold", "section re-check", "probe cold",
-                                                       "probe re-check", "cli cold", "cli re-check")}
+    figures: dict[str, list[float]] = {k: [] for k in ("section cold", "section re-check", "probe, no section",
+                                                       "probe cold", "probe re-check", "cli cold", "cli re-check")}
     for _ in range(args.repeat):
         clear_cache(venv)
         figures["section cold"].append(section(venv))
         figures["section re-check"].append(section(venv))
+        figures["probe, no section"].append(asyncio.run(through_probe(venv, ())))
         clear_cache(venv)
         figures["probe cold"].append(asyncio.run(through_probe(venv)))
         figures["probe re-check"].append(asyncio.run(through_probe(venv)))

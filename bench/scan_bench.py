@@ -1,12 +1,14 @@
-"""Benchmark the trust_remote_code scanner on the whole installed transformers package.
+"""Benchmark the trust_remote_code scanner on real library sources.
 
-Compares the filtered scan (byte filter, then libcst on the files that pass) with parsing
-every file with libcst, on 1 and 2 worker processes, and checks that both find exactly
-the same sites and errors. Prints a table; exits 1 if the findings differ.
+Compares the filtered scan (byte filters, re-exports read with ast, then libcst on the
+files that may hold a site) with parsing every file with libcst, on 1 and 2 worker
+processes, and checks that both find exactly the same sites and errors. Prints a table
+(with files/s) per library; exits 1 if the findings differ.
 
-    python bench/scan_bench.py                 # transformers from this interpreter or a bench venv
-    python bench/scan_bench.py --root DIR      # any package folder
-    python bench/scan_bench.py --jobs 1        # one core only
+    python bench/scan_bench.py                          # sglang and vllm (wheels from PyPI, .py files only)
+    python bench/scan_bench.py --library transformers   # any distribution on PyPI (repeatable)
+    python bench/scan_bench.py --root DIR               # any package folder
+    python bench/scan_bench.py --jobs 1 --no-reference  # one core only, skip the slowest run
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import time
 import venv
+import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -26,6 +29,27 @@ import libcst
 from envdoctor.scan import ScanReport, TrustRemoteCodeScanner, might_contain_site
 
 BENCH_VENV = Path(os.environ.get("ENVDOCTOR_BENCH_VENV", Path.home() / ".cache" / "envdoctor-bench" / "venv"))
+BENCH_SOURCES = BENCH_VENV.parent / "sources"
+DEFAULT_LIBRARIES = ("sglang", "vllm")
+
+
+def library_root(requirement: str) -> Path:
+    """The .py files of a distribution's wheel from PyPI (downloaded --no-deps once, then kept)."""
+    wheels = BENCH_SOURCES / "wheels"
+    name = requirement.split("=")[0].split("<")[0].split(">")[0].strip().lower().replace("-", "_")
+    found = sorted(BENCH_SOURCES.glob(f"{name}-*/"))
+    if found and "==" not in requirement:
+        return found[-1]
+    print(f"downloading {requirement} (no deps) ...", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--disable-pip-version-check",
+                    "--only-binary", ":all:", "-d", str(wheels), requirement], check=True)
+    wheel = max(wheels.glob(f"{name}-*.whl"), key=lambda w: w.stat().st_mtime)
+    root = BENCH_SOURCES / "-".join(wheel.name.split("-")[:2])
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if member.endswith(".py") and not member.startswith(("/", "..")):
+                archive.extract(member, root)
+    return root
 
 
 def transformers_root() -> Path:
@@ -86,16 +110,8 @@ def findings(report: ScanReport) -> tuple[list, list]:
     return sorted(report.sites, key=lambda s: (s.path, s.line, s.column)), sorted(report.errors, key=lambda e: e.path)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, help="package folder to scan (default: installed transformers)")
-    parser.add_argument("--jobs", default="1,2", help="worker counts to measure, comma-separated (default 1,2)")
-    parser.add_argument("--no-reference", dest="reference", action="store_false",
-                        help="skip the slow reference run (libcst name resolution in every whole file)")
-    args = parser.parse_args()
-    root = args.root or transformers_root()
-    jobs_list = [int(j) for j in args.jobs.split(",")]
-
+def bench(root: Path, jobs_list: list[int], reference_run: bool) -> bool:
+    """Measure one tree; print its table; True when every run found the same."""
     files, size, passed, seconds = filter_only(root)
     print(f"{root}: {files} files, {size / 1e6:.1f} MB; byte filter passes {passed} files", flush=True)
     rows = [("byte filter only", 1, files, 0, size, seconds)]
@@ -113,7 +129,7 @@ def main() -> int:
         n, nbytes, seconds = parse_only(root, jobs)
         rows.append(("libcst.parse_module only", jobs, n, n, nbytes, seconds))
         print(f"  done: parse only, {jobs} job(s), {seconds:.1f} s", file=sys.stderr, flush=True)
-    if args.reference:
+    if reference_run:
         # libcst and QualifiedNameProvider over every whole file: no filter, no ast shortcut.
         measure("reference: libcst names, all", max(jobs_list), use_filter=False, shortcuts=False)
 
@@ -129,15 +145,16 @@ def main() -> int:
 
     for jobs in jobs_list:
         filtered = seconds_of("filtered scan", jobs)
-        print(f"{jobs} job(s): filtered scan takes {100 * filtered / seconds_of('libcst.parse_module only', jobs):.1f}% "
+        print(f"{jobs} job(s): filtered scan: {files / filtered:.0f} files/s; it takes "
+              f"{100 * filtered / seconds_of('libcst.parse_module only', jobs):.1f}% "
               f"of the time libcst takes just to parse every file (target <= 10%)")
-    if args.reference:
+    if reference_run:
         jobs = max(jobs_list)
         print(f"{jobs} job(s): filtered scan takes "
               f"{100 * seconds_of('filtered scan', jobs) / seconds_of('reference: libcst names, all', jobs):.1f}% "
               f"of resolving names in every whole file")
 
-    key = ("reference: libcst names, all", max(jobs_list)) if args.reference else ("scan without byte filter", jobs_list[0])
+    key = ("reference: libcst names, all", max(jobs_list)) if reference_run else ("scan without byte filter", jobs_list[0])
     reference = findings(reports[key])
     same = all(findings(r) == reference for r in reports.values())
     sites, errors = reference
@@ -147,7 +164,26 @@ def main() -> int:
     if not same:
         for key, report in reports.items():
             print(f"  {key}: {len(report.sites)} sites, {len(report.errors)} errors")
-    return 0 if same else 1
+    print(flush=True)
+    return same
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, action="append", help="package folder to scan (repeatable)")
+    parser.add_argument("--library", action="append", metavar="REQ",
+                        help=f"a distribution whose wheel's sources to scan (repeatable; default: "
+                             f"{', '.join(DEFAULT_LIBRARIES)}; 'transformers' uses the installed one when present)")
+    parser.add_argument("--jobs", default="1,2", help="worker counts to measure, comma-separated (default 1,2)")
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="skip the slow reference run (libcst name resolution in every whole file)")
+    args = parser.parse_args()
+    jobs_list = [int(j) for j in args.jobs.split(",")]
+    roots = list(args.root or [])
+    for requirement in args.library or ([] if roots else DEFAULT_LIBRARIES):
+        roots.append(transformers_root() if requirement == "transformers" else library_root(requirement))
+    results = [bench(root, jobs_list, args.reference) for root in roots]
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":

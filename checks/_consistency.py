@@ -156,7 +156,7 @@ def duplicates(env: Environment) -> list[Duplicate]:
 
 def extras_of(parsed: _Parsed) -> list[str]:
     names = []
-    for text, req in parsed.requires:
+    for _, req in parsed.requires:
         if req.marker is not None:
             names += [canonicalize_name(e) for e in _EXTRA_IN_MARKER.findall(str(req.marker))]
     return list(dict.fromkeys(names))
@@ -209,8 +209,10 @@ def _extras_in_use(parsed: _Parsed, package_set: Mapping[str, _Parsed], markers:
 
 def summary_lines(result: Consistency, count: int) -> list[str]:
     """pip check's verdict on the first line; envdoctor's own findings each on a line of their own."""
-    lines = [f"pip check: {len(result.pip_lines())} problem(s): " + " ".join(result.pip_lines())
-             if not result.pip_ok else f"pip check: no broken requirements in {count} distributions"]
+    if result.pip_ok:
+        lines = [f"pip check: no broken requirements in {count} distributions"]
+    else:  # one line per problem, under pip check's own verdict, as pip prints them
+        lines = [f"pip check: {len(result.pip_lines())} problem(s):", *(f"  {line}" for line in result.pip_lines())]
     lines += [f"extras in use: {u.extra_line()}" for u in result.extras]
     lines += [f"duplicate metadata: {d.line()}" for d in result.duplicates]
     return lines

@@ -49,7 +49,9 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
     ranked = rank(others, needs)
     best = ranked[0] if ranked and (ranked[0].met or ranked[0].stack) else None
     useful = [c for c in ranked if c.met or c.stack][:5]
-    advice = {"candidates": [c.describe() for c in useful]} if useful else {}
+    advice: dict[str, object] = {"discovered": [e.prefix for e in others]} if others else {}
+    if useful:
+        advice["candidates"] = [c.describe() for c in useful]
     if default is None:
         return failed(
             "no `python3` on PATH for a non-interactive SSH command, and no --venv given"

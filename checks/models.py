@@ -128,8 +128,10 @@ def code_imports(ctx: CheckContext) -> CheckResult:
         missing_code = [c.name for c in model.code if c.error == "missing"]
         problems += [f"the model folder lacks {name}, which auto_map names" for name in missing_code]
         problems += [f"{c.name}: {c.error}" for c in model.code if c.error and c.error != "missing"]
-        if missing_code and remedy is None:
-            remedy = Remedy(summary=f"the model folder lacks {', '.join(missing_code)}, which auto_map names: copy the "
+        lacking = [*missing_code, *dict.fromkeys(f"{ref.module.split('.')[0]}.py" for ref in report.missing_files)]
+        if lacking and remedy is None:
+            named_by = "auto_map names" if len(lacking) == len(missing_code) else "auto_map or the model's code names"
+            remedy = Remedy(summary=f"the model folder lacks {', '.join(lacking)}, which {named_by}: copy the "
                                     "model's code files from its source (or waive this check with --skip model.code-imports)",
                             automatic=False)
         problems += [e for e in report.errors if not any(e.startswith(c.name + ":") for c in model.code if c.error)]
@@ -163,6 +165,9 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
         if not any(name in model.listing for name in TOKENIZER_FILES):
             return failed(f"{model.path} has no tokenizer files ({', '.join(TOKENIZER_FILES[:4])}, ...): "
                           f"AutoTokenizer cannot load it{folder_contents(model)}")
+        if not model.remote_tokenizer and not any(n in model.listing for n in TOKENIZER_FILES if n != "tokenizer_config.json"):
+            return failed(f"{model.path} has tokenizer_config.json but no vocabulary ({', '.join(TOKENIZER_FILES[:3])}, "
+                          f"...): AutoTokenizer cannot load it{folder_contents(model)}")
         reduced_error = (model.tokenizer_json or {}).get("error")
         if reduced_error and not model.remote_tokenizer:
             return failed(str(reduced_error))
@@ -189,8 +194,9 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
             vocab = None
         if ranks and vocab and tok.special and ranks.get("lines", 0) + len(tok.special) > vocab:
             problems.append(f"{ranks['lines']} ranks + {len(tok.special)} special tokens exceed vocab_size {vocab}")
-        details = {"tokenizer_class": tok.tokenizer_class, "ids": dict(tok.ids),
-                   "special_tokens": len(tok.special), "ranks": ranks}
+        details = {"tokenizer_class": tok.tokenizer_class, "ids": dict(tok.ids), "len": tok.length,
+                   "vocab_size": tok.vocab_size, "special_tokens": len(tok.special), "ranks": ranks,
+                   "unknown": dict(tok.unknown), "files": tok.basis}
         remedy = None
         if tok.chat_template is not None and env is not None and "jinja2" not in env.installed:
             # transformers renders chat templates with jinja2 but does not depend on it.
@@ -200,7 +206,9 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
             return failed("; ".join(problems), remedy=remedy, **details)
         ids = ", ".join(f"{role} {tok.ids[role]}" for role in ("bos", "eos", "pad") if tok.ids.get(role) is not None)
         size = f"{ranks['lines']} ranks, " if ranks else ""
-        summary = f"{tok.tokenizer_class or 'tokenizer'}: {size}{len(tok.special)} special tokens" + (f" ({ids})" if ids else "")
+        length = f"len {tok.length}, " if tok.length is not None else ""
+        summary = (f"{tok.tokenizer_class or 'tokenizer'}: {size}{length}{len(tok.special)} special tokens"
+                   + (f" ({ids})" if ids else ""))
         if tok.chat_template is None:
             return warned(f"{summary}; no chat template",
                           why="without a chat template, generation renders raw text instead of the model's turn format",

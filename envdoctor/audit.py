@@ -24,6 +24,7 @@ from envdoctor.inventory import HostSpec
 from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.logsafe import get_logger
 from envdoctor.probe.program import ProbeOutput, register_section, run_probe
+from envdoctor.probe_schema import section_problems
 from envdoctor.transport.interface import Transport
 
 log = get_logger(__name__)
@@ -40,6 +41,8 @@ class FileState(StrEnum):
     MISSING = "missing"
     REVERTED = "reverted"
     EXTRA = "extra"
+    #: A RECORD path outside the environment's install folders (``../../etc/shadow``): never read.
+    OUTSIDE = "outside"
 
 
 def display_path(path: str) -> str:
@@ -224,6 +227,9 @@ class RecordAuditor:
     async def audit(self, transport: Transport, spec: HostSpec) -> HostAudit:
         output = await run_probe(transport, self.request(spec), python_candidates=python_candidates(spec),
                                  timeout=self.timeout)
+        malformed = section_problems(output.sections, output.items, output.errors)
+        if malformed:  # a host's answer is untrusted: a wrong shape is this host's problem
+            raise ProbeError(f"the host's probe answer is malformed: {malformed[0]}")
         return self.from_probe(spec, output)
 
     def from_probe(self, spec: HostSpec, output: ProbeOutput) -> HostAudit:
@@ -272,6 +278,10 @@ async def run_audit(
                 log.info("audit_failed", host=spec.name, error=str(exc))
                 problem = problem_from_error(exc)
                 result = HostAudit(spec.name, spec.destination, problem=problem.message, hint=problem.hint)
+            except Exception as exc:  # a hostile answer must not end the audit of the other hosts
+                log.exception("audit_crashed", host=spec.name)
+                result = HostAudit(spec.name, spec.destination,
+                                   problem=f"envdoctor could not handle this host's answer: {type(exc).__name__}: {exc}")
             if progress:
                 progress(spec.name, "done" if result.ok else "problems")
             return result

@@ -31,6 +31,7 @@ from envdoctor.inventory import (
 from envdoctor.logsafe import configure_logging, get_logger, redact_secret_values
 from envdoctor.patching import generic_patches, load_patches, user_patches
 from envdoctor.report import FORMATS, render
+from envdoctor.report.safe_text import terminal_safe
 from envdoctor.report.scan_report import SCAN_FORMATS
 from envdoctor.transport.target import SSHOptions
 
@@ -291,6 +292,8 @@ def _with_config(text: str) -> str:
 def emit(text: str, output: str | None, summary: str = "") -> None:
     # Every report, whatever the command: no URL userinfo, token or key material comes out.
     text = redact_secret_values(_with_config(text))
+    if not text.startswith(("{", "<?xml")):  # JSON and XML escape for themselves
+        text = terminal_safe(text)  # a host's or a model's ESC sequence never reaches the terminal
     if output:
         try:
             Path(output).parent.mkdir(parents=True, exist_ok=True)  # validate_output found it creatable

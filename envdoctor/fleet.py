@@ -275,6 +275,10 @@ async def run_fleet(
             except TimeoutError:
                 problem = Problem("timeout", f"{spec.name} did not finish within {settings.timeout:g}s")
                 report = HostReport(spec, run.evaluate(HostFacts.unavailable(problem)))
+            except Exception as exc:  # a hostile host's answer must not end the run of the others
+                log.exception("host_crashed", host=spec.name)
+                problem = Problem("probe", f"envdoctor could not handle {spec.name}'s answer: {type(exc).__name__}: {exc}")
+                report = HostReport(spec, run.evaluate(HostFacts.unavailable(problem)))
             if progress:
                 progress(spec.name, "done" if report.ok else "problems")
             return report

@@ -26,6 +26,7 @@ from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
 from envdoctor.patching import files_request, load_patches
 from envdoctor.probe.program import register_section, run_probe
+from envdoctor.probe_schema import section_problems
 from envdoctor.scan import sources_request
 from envdoctor.drift.request import drift_request  # (registers the drift section's helper modules)
 from envdoctor.transport.interface import Transport
@@ -124,6 +125,17 @@ async def gather_facts(
     except (TransportError, ProbeError) as exc:
         log.info("probe_failed", host=spec.name, error=str(exc))
         return HostFacts.unavailable(problem_from_error(exc))
+    # The answer is untrusted: a section of the wrong shape is this host's error, not a crash.
+    malformed = section_problems(output.sections, output.items, output.errors)
+    if malformed:
+        more = f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else ""
+        log.info("probe_malformed", host=spec.name, problems=malformed[:5])
+        return HostFacts.unavailable(Problem("probe", f"the host's probe answer is malformed: {malformed[0]}{more}"))
     for name, error in output.errors.items():
         log.warning("probe_section_failed", host=spec.name, section=name, error=error.strip().splitlines()[-1:])
-    return HostFacts.from_probe(output)
+    try:
+        return HostFacts.from_probe(output)
+    except Exception as exc:  # a shape the schema let through: still only this host's problem
+        log.info("probe_unusable", host=spec.name, error=repr(exc))
+        return HostFacts.unavailable(Problem("probe", f"the host's probe answer could not be used: "
+                                                      f"{type(exc).__name__}: {exc}"))

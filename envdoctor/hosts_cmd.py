@@ -37,33 +37,33 @@ class PlanEntry:
 async def _plan_one(resolver: HostResolver, name: str, inventory: Inventory, ssh_config: Sequence[str]) -> PlanEntry:
     try:
         if name in inventory.hosts or name == LOCAL:
-            specs = resolve_hosts([name], inventory, ssh_config_files=ssh_config)
+            spec = resolve_hosts([name], inventory, ssh_config_files=ssh_config)[0]
         else:
             # Any name ssh would resolve: the plan shows where it goes. (check/fix refuse a bare
             # name the config does not define, so that a typo never connects.)
-            specs = [HostSpec(name=name, ssh=parse_destination(name))]
+            spec = HostSpec(name=name, ssh=parse_destination(name))
+        if spec.ssh is None:
+            return PlanEntry(name, error=f"{name!r} is this machine: no SSH connection")
+        plan = await resolver.plan(spec.ssh.host, spec.ssh.user, spec.ssh.port)
     except EnvdoctorError as exc:
         return PlanEntry(name, error=str(exc))
-    entries = []
-    for spec in specs[:1]:
-        if spec.ssh is None:
-            entries.append(PlanEntry(spec.name, error=f"{spec.name!r} is this machine ({LOCAL}): no SSH connection"))
-            continue
-        given_by = f"inventory hosts.{spec.name}.ssh" if spec.name in inventory.hosts else "destination"
-        try:
-            plan = await resolver.plan(spec.ssh.host, spec.ssh.user, spec.ssh.port)
-        except EnvdoctorError as exc:
-            entries.append(PlanEntry(spec.name, error=str(exc)))
-            continue
-        entries.append(PlanEntry(spec.name, plan, given_by=given_by, user=spec.ssh.user, port=spec.ssh.port))
-    return entries[0]
+    given_by = f"inventory hosts.{name}.ssh" if name in inventory.hosts else "destination"
+    return PlanEntry(name, plan, given_by=given_by, user=spec.ssh.user, port=spec.ssh.port)
 
 
 async def connection_plans(names: Sequence[str], inventory: Inventory, options: SSHOptions) -> list[PlanEntry]:
     """Plans for every destination (groups expand to their hosts), resolved concurrently."""
     expanded: list[str] = []
+
+    def expand(name: str, trail: tuple[str, ...]) -> None:
+        if name in inventory.groups and name not in trail:
+            for member in inventory.groups[name]:
+                expand(member, (*trail, name))
+        else:
+            expanded.append(name)
+
     for name in names:
-        expanded.extend(inventory.groups.get(name, (name,)))
+        expand(name, ())
     resolver = HostResolver(config_file_for(options))
     unique = list(dict.fromkeys(expanded))
     return list(await asyncio.gather(*(_plan_one(resolver, n, inventory, options.config_files) for n in unique)))

@@ -1,8 +1,11 @@
 """Which hosts to look at and what each should have: ``envdoctor.toml``, SSH aliases, ``local``.
 
 A HOST argument is, in this order: ``local``; a host or group of the inventory; a
-``user@host[:port]`` destination; a ``Host`` alias of the user's OpenSSH config. Anything
-else is a usage error, so that a typo never turns into a connection to a wrong machine.
+``user@host[:port]`` destination, a dotted name or an IP address; a name the user's OpenSSH
+config defines (a ``Host`` pattern that is not only wildcards nor negated on its line, or
+``Match originalhost``; see :mod:`envdoctor.transport.ssh_aliases`). Anything else is a
+usage error naming the nearest alias, so that a typo never turns into a connection to a
+wrong machine.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ from typing import Any
 
 from envdoctor.models import Architecture, MaskChoice, ModelFacts, TokenizerFacts
 
-#: At most this many added tokens are listed in the document (Llama 3 has 256, DeepSeek-V3 818).
-MAX_LISTED_TOKENS = 4096
+#: At most this many added tokens are listed (Llama 3 has 256, DeepSeek-V3 818, Gemma 3 thousands);
+#: the probe ships no more than this either.
+MAX_LISTED_TOKENS = 65536
 ROLES = ("bos", "eos", "pad", "unk", "mask")
 
 

@@ -11,6 +11,7 @@ import libcst.helpers
 import libcst.metadata
 
 from envdoctor.model_code import CodeParseError, ImportRef
+from envdoctor.untrusted import source_problem
 
 
 class _ImportCollector(cst.CSTVisitor):
@@ -47,10 +48,15 @@ class _ImportCollector(cst.CSTVisitor):
 
 def collect_imports(file: str, source: str) -> list[ImportRef]:
     """Every import statement of one source file, with its line."""
+    problem = source_problem(source)  # a hostile file must not crash libcst (and the whole run)
+    if problem:
+        raise CodeParseError(f"{file}: {problem}")
     try:
         module = cst.parse_module(source)
+        collector = _ImportCollector(file)
+        cst.metadata.MetadataWrapper(module).visit(collector)
     except cst.ParserSyntaxError as exc:
         raise CodeParseError(f"{file}:{exc.raw_line}: not valid Python: {exc.message}") from None
-    collector = _ImportCollector(file)
-    cst.metadata.MetadataWrapper(module).visit(collector)
+    except (RecursionError, MemoryError) as exc:
+        raise CodeParseError(f"{file}: too deeply nested to read ({type(exc).__name__})") from None
     return collector.found

@@ -16,15 +16,14 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.facts import HostFacts
-from envdoctor.probe.model_tokenizer import RESERVED_TOKEN_PATTERN
 from envdoctor.mask_candidates import CandidateInput, explain, find_candidates, named_ids
+from envdoctor.probe.model_tokenizer import RESERVED_TOKEN_PATTERN
 from envdoctor.tokenizer_static import (
     StaticTokenizer,
     VocabShape,
     from_config_only,
     from_tokenizer_json,
     template_text,
-    token_content,
 )
 
 #: Where multimodal wrappers keep the language model's config (Qwen2.5-Omni nests twice:
@@ -65,9 +64,8 @@ KV_HEADS_FOLLOW_HEADS = frozenset({"llama", "mistral", "qwen2", "qwen3", "qwen3_
                                    "qwen2_5_vl_text", "qwen2_vl_text"})
 
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk", "mask")
-#: Re-exported for callers that know it from here; the token names live in the probe module.
+#: The names of reserved tokens; the pattern lives in the probe module, which the host runs too.
 RESERVED_TOKEN = re.compile(RESERVED_TOKEN_PATTERN)
-__all__ = ["token_content"]
 
 
 class ModelConfigError(ValueError):
@@ -337,10 +335,8 @@ class ModelFacts:
         elif reduced and not reduced.get("error"):
             st = from_tokenizer_json(json_files, reduced, self.templates)
         elif reduced:
-            st = from_config_only(json_files, self.templates, f"tokenizer.json cannot be used: {reduced['error']}")
-        elif "tokenizer.model" in self.listing:
-            st = from_config_only(json_files, self.templates, "the folder has only a sentencepiece tokenizer.model, "
-                                  "which transformers converts at load; envdoctor does not read its pieces")
+            source = reduced.get("source") or "tokenizer.json"
+            st = from_config_only(json_files, self.templates, f"{source} cannot be used: {reduced['error']}")
         else:
             st = from_config_only(json_files, self.templates, "the folder has no tokenizer.json, tokenizer.model "
                                   "or tiktoken.model: no tokenizer can be loaded from it")
@@ -396,8 +392,6 @@ def choose_mask_token(tok: TokenizerFacts, vocab_size: int | None) -> MaskChoice
     generation_config.json names: a drafter trained to predict after the pad token learns
     to see padding everywhere, and loses acceptance (see envdoctor.mask_candidates).
     """
-    if tok.ids.get("mask") is not None:
-        return MaskChoice(tok.ids["mask"], tok.tokens.get("mask"), "tokenizer", "the tokenizer has its own mask token")
     taken = dict(tok.config_ids)
     taken.update({tok.ids[role]: f"the {role} token" for role in ("bos", "eos", "pad", "unk")
                   if tok.ids.get(role) is not None})
@@ -407,6 +401,10 @@ def choose_mask_token(tok: TokenizerFacts, vocab_size: int | None) -> MaskChoice
     inp = CandidateInput(rows, rows_from, taken, tok.chat_template or "", tok.special, tok.reserved_vocab,
                          tok.vocab.base_size, tok.vocab.gaps, tok.vocab.unnamed_format)
     found = find_candidates(inp)
+    if tok.ids.get("mask") is not None:
+        return MaskChoice(tok.ids["mask"], tok.tokens.get("mask"), "tokenizer",
+                          f"the tokenizer has its own mask token ({found.count} unused reserved or unnamed id(s) besides)",
+                          found.count, found.reserved, found.unnamed)
     message = explain(found, inp)
     if found.first is None:
         return MaskChoice(None, None, "none", message)

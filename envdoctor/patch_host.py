@@ -18,9 +18,11 @@ from envdoctor.transport.interface import HOST_WRITE_ATOMIC, Transport
 
 #: Exit status of the host program when at least one file was refused.
 REFUSED = 3
+#: Exit status when the environment's .envdoctor folder is unsafe (a symlink, another user's).
+UNSAFE = 4
 
 HOST_PROGRAM = r'''
-import base64, binascii, csv, datetime, errno, fcntl, glob, hashlib, json, os, re, signal, sys, tempfile
+import base64, binascii, csv, datetime, errno, fcntl, glob, hashlib, json, os, re, signal, stat, sys, tempfile
 
 request = json.loads(sys.stdin.read())
 prefix = request["prefix"]
@@ -30,19 +32,54 @@ FIELDS = ("op", "phase", "patch", "file", "distribution", "version",
           "sha256_before", "sha256_after", "backup", "time", "envdoctor")
 ''' + HOST_WRITE_ATOMIC + r'''
 
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class Unsafe(Exception):
+    """A path envdoctor must not write through (a symlink, another user's folder)."""
+
+
 def private_dir(path):
+    """Create `path` owner-only, or accept it only when it already is a real folder of ours,
+    private. Never follows a symlink and never chmods through one."""
     try:
-        os.makedirs(path, 0o700)
+        os.mkdir(path, 0o700)
         fsync_dir(os.path.dirname(path))
     except OSError as exc:
         if exc.errno != errno.EEXIST:
             raise
-    os.chmod(path, 0o700)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NOFOLLOW)
+    except OSError as exc:
+        raise Unsafe("%s is not a real folder (a symlink?): %s" % (path, exc.strerror))
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.getuid():
+            raise Unsafe("%s belongs to another user (uid %d); remove it" % (path, info.st_uid))
+        if info.st_mode & 0o077:
+            if os.path.basename(path) == ".envdoctor":
+                raise Unsafe("%s is not owner-only (mode %o); chmod 700 it if it is yours" % (
+                    path, info.st_mode & 0o7777))
+            os.fchmod(fd, 0o700)  # a folder of ours inside the private .envdoctor
+    finally:
+        os.close(fd)
+
+
+def within(path, root):
+    """Whether `path`, symlinks resolved, lies inside the folder `root`."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def sha256_of(path):
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except (IOError, OSError):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
             return hashlib.sha256(handle.read()).hexdigest()
     except (IOError, OSError):
         return None
@@ -61,7 +98,7 @@ def drop_bytecode(path):
 def read_entries():
     entries = []
     try:
-        with open(ledger, "rb") as handle:
+        with os.fdopen(os.open(ledger, os.O_RDONLY | NOFOLLOW), "rb") as handle:
             for line in handle:
                 try:
                     entry = json.loads(line.decode("utf-8"))
@@ -77,7 +114,7 @@ def read_entries():
 def torn_tail():
     """Whether the ledger ends mid-line (a run killed while appending)."""
     try:
-        with open(ledger, "rb") as handle:
+        with os.fdopen(os.open(ledger, os.O_RDONLY | NOFOLLOW), "rb") as handle:
             handle.seek(0, os.SEEK_END)
             if handle.tell() == 0:
                 return False
@@ -91,7 +128,7 @@ def append(entry):
     existed = os.path.exists(ledger)
     # A torn last line stays torn (parsers skip it); ours must start on a line of its own.
     prefix = "\n" if torn_tail() else ""
-    fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o600)
     try:
         os.write(fd, (prefix + json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"))
         os.fsync(fd)
@@ -184,7 +221,7 @@ def apply(change, entries):
     private_dir(backup_dir)
     backup = os.path.join(backup_dir, "%s-%s" % (before[:16], os.path.basename(path)))
     if sha256_of(backup) != before:
-        with open(path, "rb") as handle:
+        with os.fdopen(os.open(path, os.O_RDONLY | NOFOLLOW), "rb") as handle:
             write_atomic(backup, handle.read(), 0o600)
     replace_file(change, "apply", data, backup)
     return "applied", "patched"
@@ -192,6 +229,11 @@ def apply(change, entries):
 
 def revert(change, entries):
     path, before, after, backup = change["file"], change["sha256_before"], change["sha256_after"], change["backup"]
+    # The ledger is a file in the venv: its paths are confined, never trusted.
+    if not os.path.isabs(path) or not within(path, prefix) or within(path, state_dir):
+        return "refused", "the ledger names %s, outside the environment %s" % (path, prefix)
+    if not os.path.isabs(backup) or not within(backup, os.path.join(state_dir, "backups")):
+        return "refused", "the ledger names the backup %s, outside %s" % (backup, os.path.join(state_dir, "backups"))
     current = sha256_of(path)
     if current == before:
         if open_intent(entries, "revert", change["patch"], path) is not None or in_force(entries, change["patch"], path):
@@ -202,15 +244,19 @@ def revert(change, entries):
         return "refused", "the file is not the one envdoctor wrote (sha256 %s, expected %s)" % (current, after)
     if sha256_of(backup) != before:
         return "refused", "the backup %s is missing or not the original" % backup
-    with open(backup, "rb") as handle:
+    with os.fdopen(os.open(backup, os.O_RDONLY | NOFOLLOW), "rb") as handle:
         data = handle.read()
     replace_file(change, "revert", data, backup)
     return "reverted", "restored the original"
 
 
 def main():
-    private_dir(state_dir)
-    lock = os.open(os.path.join(state_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        private_dir(state_dir)
+        lock = os.open(os.path.join(state_dir, "lock"), os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
+    except (Unsafe, OSError) as exc:
+        sys.stderr.write("envdoctor: refusing %s: %s\n" % (state_dir, exc))
+        sys.exit(UNSAFE_STATUS)
     fcntl.flock(lock, fcntl.LOCK_EX)  # held until exit: two runs never interleave
     refused = False
     entries = read_entries()
@@ -218,6 +264,8 @@ def main():
         step = apply if request["op"] == "apply" else revert
         try:
             result, message = step(change, entries)
+        except Unsafe as exc:
+            result, message = "refused", str(exc)
         except (IOError, OSError) as exc:
             result, message = "refused", "%s: %s" % (exc.filename or change["file"], exc.strerror)
         refused = refused or result == "refused"
@@ -229,7 +277,7 @@ def main():
 
 
 main()
-'''.replace("REFUSED_STATUS", str(REFUSED))
+'''.replace("REFUSED_STATUS", str(REFUSED)).replace("UNSAFE_STATUS", str(UNSAFE))
 
 #: Environment variable (tests only) that makes the host program SIGKILL itself right after
 #: the intent line, to prove the next run completes the change.

@@ -34,6 +34,7 @@ from envdoctor.scan import (
 )
 from envdoctor.scan_exports import ExportTable, resolve_export, resolve_relative
 from envdoctor.scan_prune import candidate_names, prune_source
+from envdoctor.untrusted import source_problem
 
 #: Last names of the vLLM entry points, for the quick look before names are resolved.
 _VLLM_NAMES = frozenset(name.rsplit(".", 1)[1] for name in VLLM_CALLEES)
@@ -306,6 +307,8 @@ def sites_in_text(
     exports: ExportTable | None = None,
 ) -> tuple[list[Site], ScanError | None]:
     """:func:`envdoctor.scan.scan_source` once ``source`` decoded as UTF-8 to ``text``."""
+    if problem := source_problem(text):  # libcst recurses per level: bound the nesting first
+        return [], ScanError(path, problem)
     pruned = _pruned_module(text) if shortcuts else None
     if pruned is _NO_CANDIDATES:
         return [], None

@@ -160,7 +160,26 @@ def facts_document(spec: HostSpec, facts: HostFacts, model: ModelFacts | None, d
     else:
         ids, rule = None, "no num_hidden_layers"
     doc["eagle3"] = {"target_layer_ids": ids, "speculators_version": speculators, "rule": rule}
+    drop_invalid_facts(doc)
     return doc
+
+
+def drop_invalid_facts(doc: dict[str, Any]) -> None:
+    """A fact read from model files that lacks its shape (an id that is not an integer, a
+    class name that is not an identifier) becomes null, with a problem saying why."""
+    for name, key in FACT_PLACEHOLDERS.items():
+        _value, why = valid_fact(name, lookup(doc, key))
+        if why is None:
+            continue
+        *parents, last = key.split(".")
+        holder: Any = doc
+        for part in parents:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict):
+            holder[last] = None
+        problem = f"the model's {why}; left out"
+        if problem not in doc["problems"]:
+            doc["problems"].append(problem)
 
 
 def lookup(doc: Mapping[str, Any], dotted: str) -> Any:

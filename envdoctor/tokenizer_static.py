@@ -159,6 +159,8 @@ def role_tokens(tokenizer_config: Mapping[str, Any], special_map: Mapping[str, A
     tokens: dict[str, str | None] = {}
     unknown: dict[str, str] = {}
     defaults = CLASS_DEFAULTS.get(cls or "", {})
+    if reduced.get("source") == "tokenizer.model":
+        defaults = spm_defaults(cls, reduced.get("spm") or {})
     for role in ROLES:
         key = f"{role}_token"
         if legacy and key in special_map:
@@ -171,10 +173,28 @@ def role_tokens(tokenizer_config: Mapping[str, Any], special_map: Mapping[str, A
             tokens[role] = reduced["padding_pad_token"]
         else:
             tokens[role] = None
-            if cls and cls not in BACKEND_CLASSES and cls not in CLASS_DEFAULTS:
+            if cls and cls not in BACKEND_CLASSES and cls not in CLASS_DEFAULTS and not defaults:
                 unknown[f"{role}_token_id"] = (f"tokenizer_config.json names no {role} token, and the class {cls} "
                                               "may give one by default (not modelled)")
     return tokens, unknown
+
+
+def spm_defaults(cls: str | None, spec: Mapping[str, Any]) -> dict[str, str | None]:
+    """Role defaults when transformers converts a sentencepiece tokenizer.model at load.
+
+    LlamaTokenizer's ``__init__`` names <unk>, <s> and </s>; the generic backend takes the
+    trainer spec's pieces for the roles whose id is set (sentencepiece's defaults: unk 0,
+    bos 1, eos 2).
+    """
+    if cls == "LlamaTokenizer":
+        return {"unk": "<unk>", "bos": "<s>", "eos": "</s>"}
+    if cls in CLASS_DEFAULTS:
+        return CLASS_DEFAULTS[cls]
+    found: dict[str, str | None] = {}
+    for role, default_id, default_piece in (("unk", 0, "<unk>"), ("bos", 1, "<s>"), ("eos", 2, "</s>")):
+        if int(spec.get(f"{role}_id", default_id)) >= 0:
+            found[role] = str(spec.get(f"{role}_piece") or default_piece)
+    return found
 
 
 def from_tokenizer_json(json_files: Mapping[str, Any], reduced: Mapping[str, Any],
@@ -218,7 +238,7 @@ def from_tokenizer_json(json_files: Mapping[str, Any], reduced: Mapping[str, Any
         tokens=tokens, ids=ids, added=tuple(all_added[i] for i in sorted(all_added)), length=length,
         vocab_size=base, chat_template=template, chat_template_source=source,
         vocab=VocabShape(base, gaps), reserved_vocab={int(i): t for i, t in reduced.get("reserved") or ()},
-        unknown=unknown,
+        unknown=unknown, basis=str(reduced.get("source") or "tokenizer.json"),
     )
 
 

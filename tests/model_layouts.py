@@ -1,13 +1,15 @@
 """A corpus of model folders in the common layouts, written with the ``tokenizers`` library.
 
-Run as a script by a venv that has ``tokenizers`` (``python tests/model_layouts.py ROOT``):
+Run as a script by a venv that has ``tokenizers`` and ``sentencepiece``
+(``python tests/model_layouts.py ROOT``):
 the test process itself needs neither tokenizers nor transformers. Vocabularies are filler
 tokens, but every special token sits at the id the real model gives it, with the real
 structure around it: Llama 3.1 (256 reserved special tokens, an eos list), Qwen3 (config
 vocab_size above the tokenizer: unnamed padding slots), DeepSeek-V3 (placeholder tokens,
 MLA/MoE fields, no added_tokens_decoder), Gemma 3 (nested text_config without vocab_size,
-``<unusedN>``), Mistral v0.3 (``[control_N]``), Qwen2.5-VL (vision_config beside
-text_config, media ids in config.json, chat_template.jinja). No weights, no hub.
+``<unusedN>``), Mistral v0.3 (``[control_N]``) and tekken (``<SPECIAL_N>``), Qwen2.5-VL (vision_config beside
+text_config, media ids in config.json, chat_template.jinja), Llama 2 with only a sentencepiece
+``tokenizer.model``. No weights, no hub.
 
 ``build`` also writes ``ROOT/expect.json`` (outside the model folders): per layout, what the
 test expects beyond transformers' own answer (the mask candidate and the rule that chose it).
@@ -281,6 +283,29 @@ def mistral_v0_3(folder: Path) -> dict:
     return {"mask_candidate": 10, "mask_source": "reserved", "candidates": 761}
 
 
+TEKKEN_NAMED = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+                "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
+                "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]"]
+
+
+@layout
+def mistral_tekken(folder: Path) -> dict:
+    """Mistral-Nemo style (tekken converted to tokenizer.json): 1000 special ids, <SPECIAL_N> unused."""
+    low = {i: (TEKKEN_NAMED[i] if i < len(TEKKEN_NAMED) else f"<SPECIAL_{i}>") for i in range(1000)}
+    added = [(i, c, True) for i, c in low.items()]
+    write_tokenizer(folder, 131072, low, added)
+    dump(folder, "tokenizer_config.json", {
+        "added_tokens_decoder": decoder_entries(added), "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "pad_token": "<pad>", "clean_up_tokenization_spaces": False, "model_max_length": 1000000000000000019884624838656,
+        "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": MISTRAL_TEMPLATE})
+    dump(folder, "config.json", {
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 5120, "intermediate_size": 14336,
+        "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+        "vocab_size": 131072, "bos_token_id": 1, "eos_token_id": 2, "max_position_embeddings": 1024000})
+    dump(folder, "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2})
+    return {"mask_candidate": 20, "mask_source": "reserved", "candidates": 980}
+
+
 QWEN_VL_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
     "{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}"
@@ -318,6 +343,43 @@ def qwen2_5_vl(folder: Path) -> dict:
     dump(folder, "generation_config.json", {"bos_token_id": 151643, "eos_token_id": [151645, 151643],
                                             "pad_token_id": 151643, "do_sample": True, "temperature": 0.1})
     return {"mask_candidate": 151665, "mask_source": "unnamed", "candidates": 152064 - 151665}
+
+
+LLAMA2_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + message['content'] "
+    "+ ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + ' ' + eos_token }}"
+    "{% endif %}{% endfor %}"
+)
+SPM_TEXT = [
+    "The quick brown fox jumps over the lazy dog.", "A tokenizer turns text into ids and back again.",
+    "Speculative decoding drafts tokens that the target model verifies.", "Mask tokens need an embedding row.",
+] * 50
+
+
+@layout
+def llama2_spm(folder: Path) -> dict:
+    """Only a sentencepiece tokenizer.model (no tokenizer.json): transformers converts it at load."""
+    import sentencepiece
+
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(SPM_TEXT), model_prefix=str(folder / "tokenizer"), vocab_size=400, model_type="bpe",
+        byte_fallback=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, hard_vocab_limit=False, minloglevel=2)
+    (folder / "tokenizer.vocab").unlink()
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(folder / "tokenizer.model")).get_piece_size()
+    specials = {0: "<unk>", 1: "<s>", 2: "</s>"}
+    dump(folder, "tokenizer_config.json", {
+        "added_tokens_decoder": {str(i): {"content": c, "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": True} for i, c in specials.items()},
+        "add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "pad_token": None, "legacy": False, "model_max_length": 4096, "tokenizer_class": "LlamaTokenizer",
+        "chat_template": LLAMA2_TEMPLATE})
+    dump(folder, "config.json", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": pieces,
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})
+    dump(folder, "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})
+    # Every row has a token and none is reserved: the vocabulary must grow.
+    return {"mask_candidate": None, "mask_source": "none", "candidates": 0}
 
 
 def build(root: Path, names: list[str] | None = None) -> dict[str, Path]:

@@ -95,9 +95,11 @@ class SSHServer:
 
 
 def start_sshd(root: Path, aliases: list[str], *, max_startups: str = "300:30:600",
-               client_key: Path | None = None) -> SSHServer:
+               client_key: Path | None = None, host_certificate_ca: Path | None = None) -> SSHServer:
     """A new sshd with its own host key. ``client_key``: accept that existing key (e.g. another
-    server's) instead of generating one, so one identity reaches two servers with different host keys."""
+    server's) instead of generating one, so one identity reaches two servers with different host
+    keys. ``host_certificate_ca``: a CA private key that signs the host key (principal 127.0.0.1),
+    served as the sshd's HostCertificate."""
     sshd = find_sshd()
     if sshd is None:
         raise RuntimeError("sshd is not installed (apt-get install openssh-server)")
@@ -112,6 +114,11 @@ def start_sshd(root: Path, aliases: list[str], *, max_startups: str = "300:30:60
         client_pub = Path(f"{client_key}.pub").read_text().strip()
     (root / "authorized_keys").write_text(client_pub + "\n")
     port = free_port()
+    certificate = []
+    if host_certificate_ca is not None:
+        subprocess.run(["ssh-keygen", "-q", "-s", str(host_certificate_ca), "-h", "-I", "envdoctor-test",
+                        "-n", "127.0.0.1", f"{host_key}.pub"], check=True)
+        certificate = [f"HostCertificate {host_key}-cert.pub"]
     known_hosts = root / "known_hosts"
     known_hosts.write_text(f"[127.0.0.1]:{port} {host_pub}\n")
     log = root / "sshd.log"
@@ -122,6 +129,7 @@ def start_sshd(root: Path, aliases: list[str], *, max_startups: str = "300:30:60
                 f"Port {port}",
                 "ListenAddress 127.0.0.1",
                 f"HostKey {host_key}",
+                *certificate,
                 f"PidFile {root / 'sshd.pid'}",
                 f"AuthorizedKeysFile {root / 'authorized_keys'}",
                 "StrictModes no",

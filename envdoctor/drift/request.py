@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import shlex
+from importlib import resources
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +23,15 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_FILES = 20000
 
 
+@functools.cache
+def probe_code_digest() -> str:
+    """A digest of the section's code: a cache on the host written by other code is not reused."""
+    digest = hashlib.sha1()
+    for module in ("drift", "drift_ast", "drift_uses", "sources"):
+        digest.update(resources.files("envdoctor.probe").joinpath(f"{module}.py").read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | None = None,
                   providers: Sequence[str] = (), cache: bool = True) -> dict[str, Any]:
     """Consumers: the distributions the trust_remote_code scan selects plus `extra`; with an
@@ -33,6 +45,7 @@ def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | N
         "cache": cache,
         "max_file_bytes": MAX_FILE_BYTES,
         "max_files": MAX_FILES,
+        "code": probe_code_digest(),
     }
 
 

@@ -54,7 +54,7 @@ class DriftReport:
 
 
 def host_drift(spec: HostSpec, data: dict[str, Any], controller_seconds: float) -> HostDrift:
-    stats = {k: data.get(k) for k in ("cache", "files_parsed", "bytes_read", "host_seconds", "entry")}
+    stats = {k: data.get(k) for k in ("cache", "files_parsed", "bytes_read", "host_seconds", "host_cpu_seconds", "entry")}
     stats["controller_seconds"] = round(controller_seconds, 4)
     python = f"{spec.venv}/bin/python" if spec.venv else "python3"
     return HostDrift(spec.name, spec.destination, tuple(judge(data, python)), stats=stats,

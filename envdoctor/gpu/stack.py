@@ -24,7 +24,8 @@ CC = tuple[int, int]
 #: Extensions a serving stack cannot start without: no usable kernel for a GPU fails.
 CORE_MODULES = {("vllm", "_C"), ("vllm", "_moe_C"), ("sgl_kernel", "common_ops")}
 #: Optional kernels (flash-attention 3, FlashMLA): the framework falls back; inform only.
-_OPTIONAL = re.compile(r"(^|[_/])(fa3|flash_attn_3|flashmla|flash_mla)([_/.]|$)|hopper", re.I)
+#: sgl_kernel/flash_ops is its FA3 build (sgl_kernel/flash_attn.py: "Can not import FA3").
+_OPTIONAL = re.compile(r"(^|[_/])(fa3|flash_attn_3|flashmla|flash_mla)([_/.]|$)|hopper|^sgl_kernel/flash_ops\.", re.I)
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def driver_findings(stack: GpuStack) -> list[Finding]:
                 f"driver {driver} runs {torch} only through minor-version compatibility (floor {floor_value}, "
                 f"CUDA {cuda} wants >= {need}): machine code runs, PTX newer than the driver cannot be JIT-compiled",
                 f"install driver branch {_branch(need)} or newer (>= {need})"))
+    out += _extension_runtime_floors(stack, driver)
     for cc in sorted({g.cc_text for g in stack.gpus if g.cc}):
         generation = tables.generation_min_driver(cc)
         names = ", ".join(sorted({g.name for g in stack.gpus if g.cc_text == cc}))
@@ -110,6 +111,22 @@ def driver_findings(stack: GpuStack) -> list[Finding]:
                 f"{names} (CC {cc}) needs driver >= {row.value} (CUDA {toolkit.value} is the first to support it); "
                 f"the driver is {driver}",
                 f"install driver branch {_branch(row.value)} or newer (>= {row.value})"))
+    return out
+
+
+def _extension_runtime_floors(stack: GpuStack, driver: str) -> list[Finding]:
+    """An extension linked against another CUDA major's runtime (libcudart.so.13 beside a
+    CUDA 12 torch) needs that major's driver floor too."""
+    torch_major = (stack.torch_cuda or "").split(".")[0]
+    out: list[Finding] = []
+    for major in sorted({n.rsplit(".", 1)[-1] for b in stack.binaries for n in b.needed
+                         if n.startswith("libcudart.so.")} - {torch_major}):
+        floor = tables.lookup(tables.MAJOR_FLOOR, major)
+        if floor is not None and _below(driver, floor):
+            users = ", ".join(sorted({b.label for b in stack.binaries if f"libcudart.so.{major}" in b.needed}))
+            out.append(Finding("fail", "driver", f"{users} link(s) libcudart.so.{major}: CUDA {major}.x needs driver "
+                               f">= {floor.value}, the driver is {driver}",
+                               f"install driver branch {_branch(floor.value)} or newer"))
     return out
 
 
@@ -153,9 +170,29 @@ def arch_findings(stack: GpuStack, expected: bool) -> list[Finding]:
                 variants.setdefault((binary.distribution or binary.top, binary.module), []).append(
                     (binary, usability(binary, cc, driver)))
         for group in variants.values():
-            binary, use = max(group, key=lambda pair: (pair[1].usable, -pair[1].via_ptx_only))
+            binary, use = dispatched(group, cc)
             out += _arch_verdict(binary, use, label, arch_list)
     return out
+
+
+#: How a package picks among per-architecture builds of one module (folders smXY/).
+#: sgl_kernel/load_utils.py (0.3.x): sm90/ on compute capability 9.0 exactly, sm100/ on
+#: every other GPU. A package not listed here is judged by its best build.
+VARIANT_FOLDER: dict[str, Callable[[tuple[int, int]], str]] = {
+    "sgl_kernel": lambda cc: "sm90" if cc == (9, 0) else "sm100",
+}
+
+
+def dispatched(group: list[tuple[Binary, Usability]], cc: tuple[int, int]) -> tuple[Binary, Usability]:
+    """The build of a module the package loads on this GPU (or the best, when unknown)."""
+    if len(group) > 1:
+        choose = VARIANT_FOLDER.get(group[0][0].top)
+        if choose is not None:
+            wanted = choose(cc)
+            for binary, use in group:
+                if binary.relpath.split("/")[-2:-1] == [wanted]:
+                    return binary, use
+    return max(group, key=lambda pair: (pair[1].usable, -pair[1].via_ptx_only))
 
 
 def _arch_verdict(binary: Binary, use: Usability, label: str, arch_list: str) -> list[Finding]:

@@ -215,7 +215,11 @@ def audit_section(args, emit):
     note_duplicate_names(dists)
     results = {}  # path -> [stat key, {algo: hex} or None when the cache vouches for it, shebang, error]
     quick = settled_distributions(dists, cache, results)
-    owners, known, covered, unhashed = index_records(dists, quick)
+    owners, known, covered, unhashed = index_records(dists, quick, scheme_roots(prefix, sites))
+    for dist in dists:
+        for path in dist.pop("outside", []):
+            record({"path": path, "distribution": dist["name"], "version": dist["version"], "state": "outside",
+                    "reason": "RECORD lists a path outside the environment's install folders; not read"})
     lap("records")
 
     jobs = []
@@ -394,8 +398,30 @@ def settled_distributions(dists, cache, results):
     return quick
 
 
-def index_records(dists, quick):
-    """path -> [(dist index, algo, hex, size)] for files to judge; every path any RECORD lists."""
+SCHEME_FOLDERS = ("bin", "include", "share", "etc")
+
+
+def scheme_roots(prefix, sites):
+    """Folders a wheel may install into (the install scheme): each site folder, and bin/,
+    include/, share/ and etc/ of the environment and of each site folder's own base (the
+    part before its lib/ or lib64/), with a trailing slash."""
+    bases = [prefix] if prefix else []
+    for site_dir in sites:
+        parts = site_dir.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            if parts[i] in ("lib", "lib64"):
+                bases.append("/".join(parts[:i]) or "/")
+                break
+    roots = [os.path.normpath(s) + "/" for s in sites]
+    for base in bases:
+        roots.extend(os.path.normpath(os.path.join(base, f)) + "/" for f in SCHEME_FOLDERS)
+    return tuple(sorted(set(roots)))
+
+
+def index_records(dists, quick, roots=None):
+    """path -> [(dist index, algo, hex, size)] for files to judge; every path any RECORD lists.
+    With `roots`, a path outside them (``../../../../etc/shadow``) is never read: it is put in
+    the distribution's "outside" list instead."""
     owners, known, covered = {}, set(), set()
     unhashed = 0
     for index, dist in enumerate(dists):
@@ -407,6 +433,10 @@ def index_records(dists, quick):
         dist.update(files=len(dist["rows"]), verified=0, problems=0)
         for rel, algo, digest, _, size in dist["rows"]:
             full = site_path(dist["site"], rel)
+            if roots is not None and not full.startswith(roots):
+                if full != os.path.normpath(full) or not (full + "/").startswith(roots):
+                    dist.setdefault("outside", []).append(full)
+                    continue
             known.add(full)
             if algo is None:
                 unhashed += 1

@@ -314,8 +314,16 @@ class StatCache(object):
                     os.mkdir(fsb(self.folder), 0o700)
                 except FileExistsError:
                     pass  # another audit made it just now
+            # A cache someone else could write would hide their changes (its entries are
+            # trusted), and a symlinked folder would have us write through it: both unused.
+            for folder, mask in ((os.path.dirname(self.folder), 0o022), (self.folder, 0o077)):
+                problem = unsafe_folder(folder, mask)
+                if problem:
+                    self.status = "unavailable: %s" % problem
+                    return
             # The stamp comes from the file system's own clock, like the files it is compared with.
-            fd = os.open(fsb(os.path.join(self.folder, ".audit-stamp")), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(fsb(os.path.join(self.folder, ".audit-stamp")),
+                         os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
             try:
                 os.write(fd, b"x")
                 st = os.fstat(fd)
@@ -364,6 +372,21 @@ class StatCache(object):
         for name, entries in sections.items():
             data[name] = dict((self.shorten(p), e) for p, e in entries.items())
         write_private(self.folder, CACHE_NAME, data)
+
+
+def unsafe_folder(folder, mask=0o077):
+    """Why `folder` is not a real folder of this user without the `mask` permissions (None when it is)."""
+    try:
+        info = os.lstat(fsb(folder))
+    except OSError as exc:
+        return "%s: %s" % (folder, exc.strerror)
+    if not stat.S_ISDIR(info.st_mode):
+        return "%s is not a real folder (a symlink?)" % folder
+    if info.st_uid != os.getuid():
+        return "%s belongs to another user" % folder
+    if info.st_mode & mask:
+        return "%s is open to other users (mode %o)" % (folder, info.st_mode & 0o777)
+    return None
 
 
 def write_private(folder, name, data, tail=None):

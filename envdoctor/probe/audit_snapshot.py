@@ -240,8 +240,8 @@ class Snapshot(object):
 
     def load(self):
         """(the JSON part, the bytes after it) of a snapshot made for this same environment."""
-        if not self.path or not self.cache.use:
-            return None
+        if not self.path or not self.cache.use or not self.cache.writable:
+            return None  # (not writable: the folder is not a private one of ours; never trust it)
         try:
             with open(fsb(self.path), "rb") as handle:
                 raw = handle.read()

@@ -50,6 +50,28 @@ def open_regular(path):
         raise
 
 
+def open_state_file(prefix, name):
+    """prefix/.envdoctor/name for reading, only when .envdoctor is a real folder and name a
+    regular file (neither a symlink): a planted link must not make us read another file."""
+    folder = os.path.join(prefix, b".envdoctor" if isinstance(prefix, bytes) else ".envdoctor")
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        raise OSError(errno.ELOOP, ".envdoctor is not a real folder", folder)
+    fd = os.open(os.path.join(folder, name), READ_FLAGS | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", name)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def within(path, root):
+    """Whether `path`, symlinks resolved, is inside the folder `root`."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def emit_line(obj):
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -134,7 +156,12 @@ def interpreter_prefix():
 def own_site_dirs():
     """The site folders this interpreter would import from, computed from the venv layout and
     pyvenv.cfg (never from sys.path: under -S no .pth file ran and sys.path lacks them)."""
-    venv = venv_prefix_of(sys.executable)
+    return env_site_dirs(venv_prefix_of(sys.executable))
+
+
+def env_site_dirs(venv):
+    """The site folders of the venv at `venv` (with the base's when its pyvenv.cfg includes
+    the system site-packages), or of this interpreter's own install when `venv` is None."""
     found = site_dirs(venv) if venv else []
     if venv is None or (pyvenv_setting(venv, "include-system-site-packages") or "").lower() == "true":
         import site  # under -S importing site only defines functions; getsitepackages runs no .pth

@@ -23,7 +23,7 @@ import time
 from envdoctor.probe.audit_hash import write_private
 from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
 from envdoctor.probe.drift_ast import Resolver, summarize_source
-from envdoctor.probe.drift_uses import UseFinder, imported_modules, imported_tops
+from envdoctor.probe.drift_uses import Bindings, UseFinder, imported_modules
 from envdoctor.probe.sources import src_record_python_files, src_select_distributions
 
 DRIFT_CACHE_VERSION = 1
@@ -183,7 +183,7 @@ class TopOwners(object):
         return None
 
 
-def entry_closure(consumers, entry, files, sites):
+def entry_closure(consumers, entry, files):
     """The consumer modules reached from the entry (a module name or a script path)."""
     by_module = {}
     for dist in consumers:
@@ -191,17 +191,17 @@ def entry_closure(consumers, entry, files, sites):
             by_module[module_of(rel)[0]] = (dist, rel)
     start = []
     if entry.endswith(".py") or "/" in entry:
-        start.append(("__main__", entry, False))
+        start.append(("__main__", entry))
     else:
         parts = entry.split(".")
         for i in range(1, len(parts) + 1):
             name = ".".join(parts[:i])
             if name in by_module:
-                start.append((name, os.path.join(by_module[name][0]["site"], by_module[name][1]), False))
+                start.append((name, os.path.join(by_module[name][0]["site"], by_module[name][1])))
     reached = set()
     seen = set()
     while start:
-        module, path, _ = start.pop()
+        module, path = start.pop()
         if path in seen:
             continue
         seen.add(path)
@@ -222,7 +222,7 @@ def entry_closure(consumers, entry, files, sites):
                 prefix = ".".join(parts[:i])
                 if prefix in by_module and by_module[prefix][1] not in reached:
                     dist, rel = by_module[prefix]
-                    start.append((prefix, os.path.join(dist["site"], rel), False))
+                    start.append((prefix, os.path.join(dist["site"], rel)))
     return reached
 
 
@@ -281,14 +281,10 @@ def write_cache(folder, key, read, data):
     return write_private(folder, DRIFT_CACHE_NAME, {"key": key, "read": read, "data": data})
 
 
-def select_consumers(sites, args):
-    dists, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
-    return dists, not_found
-
-
 @section("drift")
 def drift_section(args, emit):
     started = time.time()
+    cpu = time.process_time()
     sites = site_dirs(args.get("prefix"))
     use_cache = args.get("cache", True)
     folder = drift_cache_folder(args.get("prefix"))
@@ -298,6 +294,7 @@ def drift_section(args, emit):
         if cached is not None:
             cached["cache"] = "hit"
             cached["host_seconds"] = round(time.time() - started, 4)
+            cached["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
             return cached
     data = analyse(args, sites)
     read = data.pop("_read")
@@ -305,20 +302,21 @@ def drift_section(args, emit):
     if use_cache:
         data["cache_saved"] = write_cache(folder, key, read, data)
     data["host_seconds"] = round(time.time() - started, 4)
+    data["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
     return data
 
 
 def analyse(args, sites):
     max_file = int(args.get("max_file_bytes", 4 * 1024 * 1024))
     max_files = int(args.get("max_files", 20000))
-    consumers, not_found = select_consumers(sites, args)
+    consumers, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
     owners = TopOwners(sites)
     modules = ModuleFiles(sites, max_file)
     files = {}
     for dist in consumers:
         files[dist["name"]] = [r for r in (src_record_python_files(dist) or []) if not r.startswith("..")]
     entry = args.get("entry")
-    scope = entry_closure(consumers, entry, files, sites) if entry else None
+    scope = entry_closure(consumers, entry, files) if entry else None
     providers_wanted = set(canonical_name(p) for p in args.get("providers") or [])
     out_consumers = []
     provider_info = {}
@@ -336,6 +334,12 @@ def analyse(args, sites):
         except OSError:
             pass
         own_tops = set(r.split("/")[0][:-3] if "/" not in r else r.split("/")[0] for r in rels)
+
+        def is_provider(top, own=own, own_tops=own_tops):
+            owner = owners.get(top) if top not in own_tops else None
+            if owner is None or canonical_name(owner["name"]) == own:
+                return False
+            return not providers_wanted or canonical_name(owner["name"]) in providers_wanted
         for rel in rels:
             if parsed >= max_files:
                 record["truncated"] = True
@@ -346,8 +350,8 @@ def analyse(args, sites):
             except OSError as exc:
                 modules.errors.append({"path": rel, "message": str(exc)})
                 continue
-            if not any(owners.get(t) is not None and t not in own_tops for t in import_lines(data)):
-                continue  # imports no other installed distribution: nothing to parse for
+            if not any(is_provider(t) for t in import_lines(data)):
+                continue  # imports no other installed distribution (of those asked): nothing to parse for
             module, is_package = module_of(rel)
             try:
                 import ast
@@ -358,17 +362,14 @@ def analyse(args, sites):
                 continue
             parsed += 1
             record["files"] += 1
+            bindings = Bindings(tree, module, is_package)
             tops = {}
-            for top in imported_tops(tree, module, is_package):
-                owner = owners.get(top)
-                if owner is None or canonical_name(owner["name"]) == own or top in own_tops:
-                    continue
-                if providers_wanted and canonical_name(owner["name"]) not in providers_wanted:
-                    continue
-                tops[top] = owner
+            for top in bindings.tops:
+                if is_provider(top):
+                    tops[top] = owners.get(top)
             if not tops:
                 continue
-            for use in UseFinder(tree, module, is_package, set(tops)).run():
+            for use in UseFinder(tree, module, is_package, set(tops), bindings).run():
                 top = use["path"].split(".")[0]
                 owner = tops[top]
                 use["file"] = rel
@@ -395,19 +396,26 @@ def resolve_use(resolver, use):
     if use.get("amb"):
         return
     targets = resolver.resolve(use["path"])
+    if use["kind"] != "call":
+        return
     for target in targets:
-        if target.kind == "class" and use["kind"] == "call":
+        if target.kind == "class":
             class_needs(resolver, target, 0)
+        elif target.kind == "def":
+            for dec in target.binding.get("dec", []):
+                resolver.resolve_in(target.module, dec[0])
 
 
 def class_needs(resolver, target, depth):
     if depth > 8:
         return
     for dec in target.binding.get("dec", []):
-        for found in resolver.resolve_in(target.module, dec[0]):
-            pass
+        resolver.resolve_in(target.module, dec[0])
     for base in resolver.bases(target):
         if base.kind == "class":
             class_needs(resolver, base, depth + 1)
     for name in ("__init__", "__new__"):
-        resolver.class_attribute(target, name, 0)
+        for method in resolver.class_attribute(target, name, 0):
+            if method.kind == "def":
+                for dec in method.binding.get("dec", []):
+                    resolver.resolve_in(method.module, dec[0])

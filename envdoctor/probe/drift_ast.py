@@ -18,6 +18,7 @@
 # A signature "sig": {"p": [[name, has_default, "p"|"pk"|"k"]], "va": bool, "kw": bool}
 
 import ast
+import re
 
 #: Decorators that keep the signature of what they wrap (checked against the last part).
 KEEP_SIGNATURE = frozenset([
@@ -28,6 +29,12 @@ KEEP_SIGNATURE = frozenset([
 ])
 DATACLASS_DECORATORS = frozenset(["dataclass", "dataclasses.dataclass", "pydantic.dataclasses.dataclass"])
 MAX_DEPTH = 24
+#: Field specifiers of dataclasses and pydantic (`X.field()` of a class of one's own is a value).
+FIELD_CALLS = frozenset(["field", "dataclasses.field", "Field", "pydantic.Field", "PrivateAttr", "pydantic.PrivateAttr"])
+#: What every module object has, whatever its source defines.
+MODULE_DUNDERS = frozenset(["__name__", "__file__", "__path__", "__spec__", "__loader__", "__package__",
+                            "__doc__", "__dict__", "__builtins__", "__cached__", "__class__"])
+_EXEC_CALL = re.compile(rb"(?<![\w.])exec\(")
 
 
 def const_value(node):
@@ -110,6 +117,16 @@ def _uses_wraps(func):
     return False
 
 
+def _returns_its_argument(func):
+    """`def mark(fn): ...; return fn` — a decorator that hands back what it was given."""
+    params = func.args.args
+    if not params:
+        return False
+    first = params[0].arg
+    return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id == first
+               for node in func.body)
+
+
 def _calls_dataclass(func):
     """A decorator of the provider's own that makes a dataclass (vLLM's @config calls
     pydantic's dataclass on the class)."""
@@ -124,8 +141,8 @@ def _field_default(value):
     if value is None:
         return 0
     if isinstance(value, ast.Call):
-        callee = (dotted(value.func) or "").split(".")[-1]
-        if callee in ("field", "Field", "PrivateAttr"):
+        callee = dotted(value.func) or ""
+        if callee in FIELD_CALLS:
             names = set(kw.arg for kw in value.keywords)
             if names & set(["default", "default_factory"]):
                 return 1
@@ -145,7 +162,7 @@ def _field_kind(annotation, value):
         return "iv"
     if last == "KW_ONLY":
         return "kwmark"
-    if isinstance(value, ast.Call) and (dotted(value.func) or "").split(".")[-1] in ("field", "Field"):
+    if isinstance(value, ast.Call) and (dotted(value.func) or "") in FIELD_CALLS:
         for kw in value.keywords:
             ok, flag = const_value(kw.value)
             if kw.arg == "init" and ok and flag is False:
@@ -166,11 +183,16 @@ class Summarizer(object):
         # Walking every function body costs more than parsing: only when the text can match.
         self.may_wrap = data is None or b"wraps" in data
         self.may_make_dataclass = data is None or b"dataclass" in data
+        self.may_bind_globals = data is None or b"global " in data
+        # Names made at run time (globals().update, setattr on the module, exec): what the
+        # source does not define may still exist.
+        self.dynamic = data is not None and (b"globals()" in data or b"sys.modules[__name__]" in data
+                                             or _EXEC_CALL.search(data) is not None)
 
     def summarize(self, tree):
         names = {}
         self.block(tree.body, names, cond=False, tc=False, top=True)
-        return {"pkg": self.is_package, "names": names, "stars": self.stars, "getattr": self.getattr}
+        return {"pkg": self.is_package, "names": names, "stars": self.stars, "getattr": self.getattr or self.dynamic}
 
     def add(self, names, name, binding, cond, tc):
         if cond:
@@ -193,8 +215,15 @@ class Summarizer(object):
                 binding["wraps"] = 1
             if top and self.may_make_dataclass and _calls_dataclass(node):
                 binding["dc"] = 1
+            if top and _returns_its_argument(node):
+                binding["wraps"] = 1  # an identity decorator (it marks the function and returns it)
             if top and node.name == "__getattr__":
                 self.getattr = True
+            if top and self.may_bind_globals:
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Global):
+                        for global_name in inner.names:
+                            self.add(names, global_name, {"k": "value", "line": inner.lineno}, True, tc)
             self.add(names, node.name, binding, cond, tc)
         elif isinstance(node, ast.ClassDef):
             self.add(names, node.name, self.class_binding(node, line), cond, tc)
@@ -384,6 +413,10 @@ class Resolver(object):
         return [Target("unresolved", target.module, name, why="an attribute of a %s" % target.kind)]
 
     def module_attribute(self, module, summary, name, depth):
+        if name in MODULE_DUNDERS:
+            return [Target("value", module, name, why="every module has %s" % name)]
+        if depth > MAX_DEPTH:
+            return [Target("unresolved", module, name, why="re-exports nested too deeply (or in a cycle)")]
         if summary.get("ext"):
             return [Target("unresolved", module, name, why="%s is a compiled extension" % module)]
         bindings = [b for b in summary.get("names", {}).get(name, []) if not b.get("ann")]
@@ -391,17 +424,28 @@ class Resolver(object):
             found = []
             for binding in bindings:
                 found.extend(self.expand(module, name, binding, depth + 1))
+            if summary.get("getattr") and all(b.get("tc") for b in bindings):
+                # Only a type checker's import: at run time the lazy loader's table decides.
+                found = [t if t.kind != "missing" else Target("unresolved", module, name, why=t.why + " (lazy module)")
+                         for t in found]
             return found
         sub = self.load(module + "." + name) if (summary.get("pkg") or summary.get("ns")) else None
         if sub is not None:
             return [Target("module", module + "." + name, binding=sub)]
+        maybe = []
         for star in summary.get("stars", []):
             star_summary = self.load(star)
             if star_summary is None:
                 continue
-            found = self.module_attribute(star, star_summary, name, depth + 1)
-            if any(t.kind != "missing" for t in found):
-                return [t for t in found if t.kind != "missing"]
+            if star_summary.get("getattr") and name not in star_summary.get("names", {}):
+                maybe.append(Target("unresolved", star, name, why="%s is a lazy module (__getattr__)" % star))
+                continue  # a lazy module names nothing statically: look on in the other stars
+            found = [t for t in self.module_attribute(star, star_summary, name, depth + 1) if t.kind != "missing"]
+            if any(t.kind != "unresolved" for t in found):
+                return [t for t in found if t.kind != "unresolved"]
+            maybe.extend(found)
+        if maybe:
+            return maybe[:1]
         if summary.get("getattr"):
             return [Target("unresolved", module, name, why="%s is a lazy module (__getattr__)" % module)]
         if summary.get("stars") and any(self.load(s) is None or self.load(s).get("ext") for s in summary["stars"]):
@@ -420,6 +464,9 @@ class Resolver(object):
                                why="%s is imported from %s, which is not installed here" % (name, binding["mod"]))]
             return self.module_attribute(binding["mod"], source, binding["name"], depth)
         if kind == "import":
+            if self.load(binding["mod"]) is None:  # the standard library, or not installed here
+                return [Target("unresolved", module, name, binding, why="%s is not read (the standard library or "
+                               "not installed)" % binding["mod"])]
             return [self.module(binding["mod"])]
         if kind == "alias":
             parts = binding["to"].split(".")
@@ -488,5 +535,7 @@ class Resolver(object):
                 unresolved.append(base)
         if unresolved:
             return [Target("unresolved", target.module, name, why="%s may come from a base outside the provider" % name)]
+        if name.startswith("__") and name.endswith("__"):
+            return [Target("value", target.module, name, why="every class has %s (from object or type)" % name)]
         return [Target("missing", target.module, name, owner=target,
                        why="class %s has no attribute %s" % (target.name, name))]

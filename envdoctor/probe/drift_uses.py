@@ -25,57 +25,69 @@ def handler_names(handler):
 
 
 class Bindings(object):
-    """Every name a file binds, in any scope: an import of a watched package binds it to a
-    dotted path; anything else (def, class, assignment, parameter) binds it to "other".
-    A name bound to two different things is ambiguous and never followed."""
+    """Every name a file binds, in any scope, from one walk of its tree: an import binds it
+    to a dotted path; anything else (def, class, assignment, parameter) to "other". Once the
+    watched packages are known (`watch`), an import of anything else is "other" too. A name
+    bound to two different things is ambiguous and never followed."""
 
-    def __init__(self, tree, module, is_package, tops):
-        self.paths = {}
+    def __init__(self, tree, module, is_package):
+        self.imports = []  # (name, dotted path)
         self.others = set()
+        self.tops = set()  # the top-level names of every absolute import
+        self.paths = {}
+        self.compares = []  # (name, comparison) of `name = a < b`: a flag a version check may set
+        # `name = None` (or another constant) beside an import is a placeholder for when
+        # the import fails, not a second callee (ast.walk visits an Assign before its targets).
+        placeholders = set()
+        other = self.others.add
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
+            kind = type(node)
+            if kind is ast.Name:
+                if type(node.ctx) is not ast.Load and id(node) not in placeholders:
+                    other(node.id)
+            elif kind is ast.Assign:
+                if const_value(node.value)[0]:
+                    placeholders.update(id(t) for t in node.targets if type(t) is ast.Name)
+                elif type(node.value) is ast.Compare and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+                    self.compares.append((node.targets[0].id, node.value))
+            elif kind is ast.Import:
                 for alias in node.names:
                     root = alias.name.split(".")[0]
-                    if root not in tops:
-                        self.other(alias.asname or root)
-                    elif alias.asname:
-                        self.bind(alias.asname, alias.name)
-                    else:
-                        self.bind(root, root)
-            elif isinstance(node, ast.ImportFrom):
+                    self.tops.add(root)
+                    self.imports.append((alias.asname, alias.name) if alias.asname else (root, root))
+            elif kind is ast.ImportFrom:
                 mod = absolute_module(node.module, node.level, module, is_package)
+                if mod:
+                    self.tops.add(mod.split(".")[0])
                 for alias in node.names:
-                    if alias.name == "*":
-                        continue
-                    if mod and mod.split(".")[0] in tops:
-                        self.bind(alias.asname or alias.name, mod + "." + alias.name)
-                    else:
-                        self.other(alias.asname or alias.name)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.other(node.name)
-                if not isinstance(node, ast.ClassDef):
-                    args = node.args
-                    for arg in list(getattr(args, "posonlyargs", [])) + args.args + args.kwonlyargs:
-                        self.other(arg.arg)
-                    for arg in (args.vararg, args.kwarg):
-                        if arg is not None:
-                            self.other(arg.arg)
-            elif isinstance(node, ast.Lambda):
-                for arg in node.args.args:
-                    self.other(arg.arg)
-            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                self.other(node.id)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                self.other(node.name)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                    if alias.name != "*":
+                        self.imports.append((alias.asname or alias.name, mod + "." + alias.name if mod else None))
+            elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+                args = node.args
+                if kind is not ast.Lambda:
+                    other(node.name)
+                for arg in list(getattr(args, "posonlyargs", [])) + args.args + args.kwonlyargs:
+                    other(arg.arg)
+                for arg in (args.vararg, args.kwarg):
+                    if arg is not None:
+                        other(arg.arg)
+            elif kind is ast.ClassDef:
+                other(node.name)
+            elif kind is ast.ExceptHandler:
+                if node.name:
+                    other(node.name)
+            elif kind is ast.Global or kind is ast.Nonlocal:
                 for name in node.names:
-                    self.other(name)
+                    other(name)
 
-    def bind(self, name, path):
-        self.paths.setdefault(name, set()).add(path)
-
-    def other(self, name):
-        self.others.add(name)
+    def watch(self, tops):
+        self.paths = {}
+        for name, path in self.imports:
+            if path is not None and path.split(".")[0] in tops:
+                self.paths.setdefault(name, set()).add(path)
+            else:
+                self.others.add(name)
+        return self
 
     def path_of(self, name):
         """(dotted path, ambiguous) of a name, or (None, False) when it is not a watched import."""
@@ -90,14 +102,20 @@ class Bindings(object):
 class UseFinder(object):
     """The uses of watched packages (`tops`: their import names) in one consumer file."""
 
-    def __init__(self, tree, module, is_package, tops):
+    def __init__(self, tree, module, is_package, tops, bindings=None):
         self.module = module
         self.is_package = is_package
         self.tops = tops
-        self.bindings = Bindings(tree, module, is_package, tops)
+        self.bindings = (bindings or Bindings(tree, module, is_package)).watch(tops)
         self.uses = []
         self.tries = 0
         self.tree = tree
+        # `lt_4_56 = version.parse(transformers.__version__) < version.parse("4.56")`, then
+        # `if lt_4_56:` — a flag bound once to a version test stands for it.
+        tests = {}
+        for name, compare in self.bindings.compares:
+            tests.setdefault(name, []).append(self.version_test(compare))
+        self.version_flags = dict((n, t[0]) for n, t in tests.items() if len(t) == 1 and t[0] is not None)
 
     def run(self):
         self.visit_block(self.tree.body, [])
@@ -170,8 +188,6 @@ class UseFinder(object):
             if isinstance(item, ast.Attribute):
                 # the inner chain of a.b.c is not a use of its own
                 callees.add(id(item.value))
-            if isinstance(item, ast.Lambda):
-                pass
             stack.extend(ast.iter_child_nodes(item))
 
     def watched(self, node):
@@ -209,7 +225,10 @@ class UseFinder(object):
             return [{"tc": 1}], []
         negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
         inner = test.operand if negated else test
-        version = self.version_test(inner)
+        if isinstance(inner, ast.Name) and inner.id in self.version_flags:
+            version = self.version_flags[inner.id]
+        else:
+            version = self.version_test(inner)
         if version is not None:
             return [dict(version, neg=1 if negated else 0)], [dict(version, neg=0 if negated else 1)]
         for sub in ast.walk(test):
@@ -259,20 +278,6 @@ class UseFinder(object):
             if path is not None and not ambiguous:
                 return path.split(".")[0]
         return None
-
-
-def imported_tops(tree, module, is_package):
-    """The top-level names of the absolute imports of a file (any scope)."""
-    tops = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                tops.add(alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom):
-            mod = absolute_module(node.module, node.level, module, is_package)
-            if mod:
-                tops.add(mod.split(".")[0])
-    return tops
 
 
 def imported_modules(tree, module, is_package):

@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 from envdoctor.probe.core import open_regular, run_command, section
+from envdoctor.probe.model_spm import reduce_sentencepiece
 from envdoctor.probe.model_tokenizer import chat_template_files, named_token_strings, reduce_tokenizer_json
 
 MODEL_JSON_FILES = (
@@ -261,6 +262,12 @@ def inspect_model(model_dir, args):
     if os.path.isfile(tokenizer_json):
         files["tokenizer.json"] = model_file_entry(tokenizer_json)
         model["tokenizer_json"] = reduce_tokenizer_json(tokenizer_json, named_token_strings(parsed))
+    elif os.path.isfile(os.path.join(model_dir, "tokenizer.model")):
+        # Only a sentencepiece model: transformers converts it at load; its pieces are the vocabulary.
+        spm = os.path.join(model_dir, "tokenizer.model")
+        files["tokenizer.model"] = model_file_entry(spm)
+        model["tokenizer_json"] = reduce_sentencepiece(spm, named_token_strings(parsed))
+        model["tokenizer_json"].setdefault("source", "tokenizer.model")
     model["templates"], template_errors = chat_template_files(model_dir)
     errors.update(template_errors)
     model["files"] = files

@@ -6,8 +6,8 @@
 import base64
 import os
 
-from envdoctor.probe.core import (canonical_name, open_regular, run_command, section, site_dirs, site_entries,
-                                  venv_prefix_of)
+from envdoctor.probe.core import (canonical_name, open_regular, open_state_file, run_command, section, site_dirs,
+                                  site_entries, venv_prefix_of)
 
 
 def _find_dist_info(sites, distribution):
@@ -36,7 +36,7 @@ def _record_hashes(dist_info, wanted):
 
 def read_ledger_lines(prefix):
     try:
-        with open(os.path.join(prefix, ".envdoctor", "ledger.jsonl"), "rb") as handle:
+        with open_state_file(prefix, "ledger.jsonl") as handle:
             return [line.decode("utf-8", "replace") for line in handle]
     except OSError:
         return []

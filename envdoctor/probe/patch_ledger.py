@@ -12,7 +12,7 @@ import io
 import json
 import os
 
-from envdoctor.probe.core import interpreter_prefix, open_regular, section
+from envdoctor.probe.core import interpreter_prefix, open_regular, open_state_file, section, within
 
 LEDGER_RELATIVE = os.path.join(".envdoctor", "ledger.jsonl")
 
@@ -86,10 +86,13 @@ def patch_ledger_section(args, emit):
     prefix = args.get("prefix") or interpreter_prefix()
     path = os.path.join(prefix, LEDGER_RELATIVE)
     try:
-        with open(_b(path), "rb") as handle:
+        with open_state_file(_b(prefix), b"ledger.jsonl") as handle:
             lines = handle.read().decode("utf-8", "surrogateescape").splitlines()
     except FileNotFoundError:
         return {"prefix": prefix, "path": path, "exists": False, "lines": [], "files": {}}
+    except OSError as exc:  # a symlinked .envdoctor or ledger: not followed
+        return {"prefix": prefix, "path": path, "exists": False, "lines": [], "files": {},
+                "error": "not read: %s" % (exc.strerror or exc)}
     files = []
     for line in lines:
         try:
@@ -101,6 +104,11 @@ def patch_ledger_section(args, emit):
     records = _record_entries(files)
     facts = {}
     for name in files:
+        if not os.path.isabs(name) or not within(name, prefix):
+            # The ledger is a file in the venv: a path outside it is never read or hashed.
+            facts[name] = {"exists": False, "sha256": None, "record_sha256": None, "record_of": None,
+                           "error": "outside the environment %s; not read" % prefix}
+            continue
         fact = {"exists": os.path.isfile(_b(name)), "sha256": None, "record_sha256": None, "record_of": None}
         if fact["exists"]:
             try:

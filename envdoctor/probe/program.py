@@ -26,8 +26,8 @@ CORE_MODULE = "core"
 SECTION_MODULES: dict[str, str] = {"host": "host", "venvs": "venvs"}
 #: Helper modules a section module uses, sent before it (a large section can be split).
 MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot"),
-                                              "models": ("model_tokenizer",),
-                                              "gpu_stack": ("audit_record", "audit_hash"),
+                                              "models": ("model_tokenizer", "model_spm"),
+                                              "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
                                               "venvs": ("discovery",), "host": ("shims",)}
 
 _WRAPPER = r"""
@@ -142,14 +142,27 @@ def encode_stdin(request: dict[str, Any], program: str) -> bytes:
     return (json.dumps(request) + "\n" + program).encode("utf-8")
 
 
+#: Values (estimated from ``[``, ``{`` and ``,``) one host's answer may hold: 64 MB of
+#: ``[1,1,...]`` would otherwise become gigabytes of Python objects, for each of 64 hosts.
+MAX_ANSWER_VALUES = 4_000_000
+
+
 def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
+    """The records of a probe answer. Anything unexpected (not JSON, nested too deeply, too
+    many values, a section name that is not text) is a ProbeError for this host alone."""
     output = ProbeOutput()
     done = False
+    values = 0
     for raw in lines:
         if not raw.strip():
             continue
+        values += raw.count(b"[") + raw.count(b"{") + raw.count(b",")
+        if values > MAX_ANSWER_VALUES:
+            raise ProbeError(f"the probe's answer holds more than {MAX_ANSWER_VALUES} values; refusing to read it")
         try:
             record = json.loads(raw)
+        except RecursionError:
+            raise ProbeError(f"probe printed JSON nested too deeply to read: {raw[:120]!r}") from None
         except ValueError as exc:
             raise ProbeError(f"probe printed something that is not JSON: {raw[:120]!r}") from exc
         if not isinstance(record, dict):  # e.g. a sitecustomize on the host printing "42"
@@ -158,6 +171,8 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
             done = True
             continue
         name = record.get("section", "?")
+        if not isinstance(name, str):
+            raise ProbeError(f"probe printed a record whose section is not a name: {raw[:120]!r}")
         if "item" in record:
             output.items.setdefault(name, []).append(record["item"])
         elif "error" in record:

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from envdoctor.probe.core import canonical_name, read_headers, section, site_dirs
+from envdoctor.probe.core import canonical_name, env_site_dirs, read_headers, section, site_dirs, venv_prefix_of
 from envdoctor.probe.discovery import describe_static, discover_envs
 
 # Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
@@ -136,7 +136,7 @@ def start_inspection(python):
         return None, "no interpreter at %s" % python
     try:
         proc = subprocess.Popen(
-            [python, "-c", INSPECT],
+            [python, "-I", "-S", "-c", INSPECT],  # -S: no .pth runs; the sites come from the layout
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -182,7 +182,8 @@ def finish_inspection(prefix, python, proc, error, timeout):
     if info is not None:
         env.update(info)
         env["prefix"] = prefix or info["prefix"]
-        sys_path = info["sys_path"]
+        sites = env_site_dirs(prefix or venv_prefix_of(python) or None)
+        sys_path = info["sys_path"] + [p for p in sites if p not in info["sys_path"]]
     else:
         sys_path = site_dirs(prefix) if prefix else []
     env["site_packages"] = [p for p in sys_path if p.endswith("-packages")]
@@ -211,7 +212,8 @@ def venvs_section(args, emit):
     for prefix in discovered:
         env, sites = describe_static(prefix, env_python(prefix))
         env["site_packages"] = [p for p in sites if p.endswith("-packages")]
-        env["distributions"] = read_distributions(sites)
+        # With a venv chosen the others are only named (a typo's hint); without, they are ranked.
+        env["distributions"] = [] if configured else read_distributions(sites)
         envs.append(env)
     default = finish_inspection(*default_job, timeout=timeout) if default_job else None
     return {"configured": configured, "discovered": discovered, "envs": envs, "default": default}

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from envdoctor.audit import AuditReport, FileState, HostAudit, display_path
 from envdoctor.report.envelope import dump_json
+from envdoctor.report.safe_text import single_line, xml_safe
 
 STATE_STYLES = {
     FileState.PATCHED: "green",
@@ -19,6 +20,7 @@ STATE_STYLES = {
     FileState.MISSING: "red",
     FileState.REVERTED: "yellow",
     FileState.EXTRA: "magenta",
+    FileState.OUTSIDE: "red",
 }
 NO_DISTRIBUTION = "(no distribution)"
 
@@ -108,7 +110,7 @@ def render_text(report: AuditReport, *, color: bool = False, width: int = 100) -
                       highlight=False, soft_wrap=True, emoji=False)
     for host in report.hosts:
         for line in _host_lines(host):
-            console.print(line)
+            console.print(single_line(line))  # a host's file name may hold ESC or newlines
         console.print()
     bad = [h.host for h in report.hosts if not h.ok]
     summary = Text(f"{len(report.hosts)} host{'s' if len(report.hosts) != 1 else ''} audited: ")
@@ -150,7 +152,7 @@ def render_junit(report: AuditReport) -> str:
     for key in ("tests", "failures", "errors"):
         root.set(key, str(totals[key]))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + xml_safe(ET.tostring(root, encoding="unicode")) + "\n"
 
 
 def render(report: AuditReport, fmt: str, *, color: bool = False) -> str:

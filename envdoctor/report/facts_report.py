@@ -13,9 +13,12 @@ from envdoctor.report.envelope import dump_json
 TEXT_KEYS = (
     "host", "python", "model", "architecture", "model_type", "text_model_type", "config_nested_in",
     "hidden_size", "num_hidden_layers", "vocab_size", "kv_lora_rank", "n_routed_experts", "num_experts_per_tok",
-    "tokenizer_class", "tokenizer_facts_from", "bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id",
-    "mask_token_id", "chat_template",
+    "tokenizer_class", "tokenizer_facts_from", "bos_token_id", "eos_token_id", "eos_token_ids", "pad_token_id",
+    "unk_token_id", "mask_token_id", "tokenizer_len", "tokenizer_vocab_size", "vocab_size_difference",
+    "special_tokens", "chat_template",
 )
+#: Long values the text view summarises instead of printing (the JSON has them whole).
+SUMMARISED = {"chat_template", "added_tokens", "rendered_chat_template"}
 
 
 def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
@@ -27,12 +30,26 @@ def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
 
 
 def _text(doc: Mapping[str, Any]) -> str:
-    lines = [f"{key}: {_show(doc.get(key))}" for key in TEXT_KEYS if key in doc]
+    lines = [f"{key}: {_summary(doc, key) if key in SUMMARISED else _show(doc.get(key))}" for key in TEXT_KEYS if key in doc]
     for group in ("dflash", "eagle3"):
         for key, value in (doc.get(group) or {}).items():
             lines.append(f"{group}.{key}: {_show(value)}")
+    lines += [f"unknown: {key}: {why}" for key, why in (doc.get("unknown") or {}).items()]
     lines += [f"problem: {p}" for p in doc.get("problems", [])]
     return "\n".join(lines) + "\n"
+
+
+def _summary(doc: Mapping[str, Any], key: str) -> str:
+    value = doc.get(key)
+    if value is None or value is False:
+        return "-"
+    if isinstance(value, dict):
+        return f"{len(value)} named templates ({', '.join(value)})" + _source(doc)
+    return f"{len(str(value))} characters" + _source(doc)
+
+
+def _source(doc: Mapping[str, Any]) -> str:
+    return f" from {doc['chat_template_source']}" if doc.get("chat_template_source") else ""
 
 
 def _show(value: Any) -> str:

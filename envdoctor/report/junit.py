@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from envdoctor.fleet import FleetReport
+from envdoctor.report.safe_text import xml_safe
 from envdoctor.results import Status
 
 
@@ -48,4 +49,5 @@ def render(report: FleetReport) -> str:
     root.set("errors", str(errors))
     root.set("skipped", str(skips))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # A model's string may hold characters XML forbids (ElementTree writes them as they are).
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + xml_safe(ET.tostring(root, encoding="unicode")) + "\n"

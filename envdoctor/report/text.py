@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from envdoctor.fleet import FleetReport, HostReport
+from envdoctor.report.safe_text import single_line
 from envdoctor.results import CheckResult, Status
 
 MAX_ID_WIDTH = 24
@@ -127,7 +128,7 @@ def render(report: FleetReport, *, color: bool = False, width: int = 100) -> str
     )
     for host in report.hosts:
         for line in _host_block(host):
-            console.print(line)
+            console.print(single_line(line))  # a newline or ESC from a host or model: escaped
         console.print()
     bad = [h for h in report.hosts if not h.ok]
     summary = Text(f"{len(report.hosts)} host{'s' if len(report.hosts) != 1 else ''} checked: ")

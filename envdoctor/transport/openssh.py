@@ -74,7 +74,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         raise ConfigError(f"ssh -G {destination} printed no hostname, port or user") from None
     jump = single.get("proxyjump")
     alias = single.get("hostkeyalias")
-    context = TokenContext(hostname, port, user, destination, alias, jump)
+    context = TokenContext(hostname, port, user, destination, alias)
     timeout = single.get("connecttimeout", "none")
     return ResolvedHost(
         host=destination, hostname=hostname, port=port, user=user,
@@ -209,10 +209,11 @@ class HostResolver:
         return (*before, resolved[0], *later)
 
 
-def default_resolver(options: SSHOptions) -> HostResolver:
-    """One resolver per set of options in this process: a run's hosts share its cache."""
+def default_resolver(options: SSHOptions, *, fresh: bool = False) -> HostResolver:
+    """One resolver per set of options in this process: a run's hosts share its cache.
+    ``fresh`` starts a new one (a new command: the config files may have changed)."""
     key = (config_file_for(options), os.environ.get("PATH", ""))
-    found = _RESOLVERS.get(key)
+    found = None if fresh else _RESOLVERS.get(key)
     if found is None:
         found = _RESOLVERS[key] = HostResolver(key[0])
     return found
@@ -228,7 +229,7 @@ def resolve_all(targets: Sequence[SSHTarget], options: SSHOptions) -> None:
     cache. A failure names the destination."""
     if not targets:
         return
-    resolver = default_resolver(options)
+    resolver = default_resolver(options, fresh=True)
 
     async def one(target: SSHTarget) -> None:
         try:

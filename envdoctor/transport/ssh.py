@@ -32,9 +32,9 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.logsafe import get_logger
+from envdoctor.transport import known_hosts
 from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
-from envdoctor.transport import known_hosts
 from envdoctor.transport.openssh import default_resolver
 from envdoctor.transport.target import ResolvedHost, SSHOptions, SSHTarget
 

@@ -7,6 +7,7 @@ keeps the ``file:line`` it came from, which ``envdoctor hosts`` shows.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,33 @@ SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly"
                     "canonicalizehostname"})
 
 
+#: Every keyword OpenSSH 9.2 (Debian) accepts, deprecated and unsupported ones included (those
+#: only warn); any other is an error unless IgnoreUnknown names it, as in readconf.c.
+KNOWN_KEYWORDS = frozenset("""
+addkeystoagent addressfamily afstokenpassing batchmode bindaddress bindinterface canonicaldomains
+canonicalizefallbacklocal canonicalizehostname canonicalizemaxdots canonicalizepermittedcnames
+casignaturealgorithms certificatefile challengeresponseauthentication checkhostip cipher ciphers
+clearallforwardings compression compressionlevel connectionattempts connecttimeout controlmaster
+controlpath controlpersist dsaauthentication dynamicforward enableescapecommandline enablesshkeysign
+escapechar exitonforwardfailure fallbacktorsh fingerprinthash forkafterauthentication forwardagent
+forwardx11 forwardx11timeout forwardx11trusted gatewayports globalknownhostsfile globalknownhostsfile2
+gssapiauthentication gssapiclientidentity gssapidelegatecredentials gssapikexalgorithms gssapikeyexchange
+gssapirenewalforcesrekey gssapiserveridentity gssapitrustdns hashknownhosts host hostbasedacceptedalgorithms
+hostbasedauthentication hostbasedkeytypes hostkeyalgorithms hostkeyalias hostname identitiesonly
+identityagent identityfile identityfile2 ignoreunknown include ipqos kbdinteractiveauthentication
+kbdinteractivedevices keepalive kerberosauthentication kerberostgtpassing kexalgorithms knownhostscommand
+localcommand localforward loglevel logverbose macs match nohostauthenticationforlocalhost
+numberofpasswordprompts passwordauthentication permitlocalcommand permitremoteopen pkcs11provider port
+preferredauthentications protocol proxycommand proxyjump proxyusefdpass pubkeyacceptedalgorithms
+pubkeyacceptedkeytypes pubkeyauthentication rekeylimit remotecommand remoteforward requesttty
+requiredrsasize revokedhostkeys rhostsauthentication rhostsrsaauthentication rsaauthentication
+securitykeyprovider sendenv serveralivecountmax serveraliveinterval sessiontype setenv skeyauthentication
+smartcarddevice stdinnull streamlocalbindmask streamlocalbindunlink stricthostkeychecking syslogfacility
+tcpkeepalive tisauthentication tunnel tunneldevice updatehostkeys useprivilegedport user userknownhostsfile
+userknownhostsfile2 useroaming usersh verifyhostkeydns visualhostkey xauthlocation
+""".split())
+
+
 class UnresolvableError(ConfigError):
     """The config needs something this parser will not do (run a ``Match exec`` command)."""
 
@@ -65,8 +93,6 @@ def _lines(path: str, mtime_ns: int, size: int) -> tuple[Line, ...]:
 
 def lines_of(path: str) -> tuple[Line, ...]:
     """A file's directives, parsed once per process (again if the file changes)."""
-    import os
-
     try:
         stat = os.stat(path)
     except FileNotFoundError:
@@ -190,6 +216,16 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
     """One directive: values are checked even where they do not apply (as ssh does); the
     first value obtained wins, IdentityFile accumulates."""
     keyword, args, where = line.keyword, line.args, line.where
+    if keyword not in KNOWN_KEYWORDS:
+        ignored = str(state.values.get("ignoreunknown", ("", ""))[0])
+        if ignored and match_pattern_list(keyword, ignored, lower=True):
+            return
+        raise ConfigError(f"{where}: Bad configuration option: {keyword}",
+                          hint="remove it, or name it in IgnoreUnknown before it (as ssh requires)")
+    if keyword == "ignoreunknown":
+        if active and args:
+            state.first(keyword, args[0], where)
+        return
     if keyword in SINGLE:
         if not args or not args[0]:
             raise ConfigError(f"{where}: {keyword} needs a value")
@@ -265,8 +301,6 @@ def resolve_builtin(destination: str, *, config_file: str | None = None, user: s
 
 
 def _readable(path: str) -> bool:
-    import os
-
     return os.path.isfile(path) and os.access(path, os.R_OK)
 
 
@@ -288,7 +322,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
     kind, proxy = get("proxy", ("", None))  # type: ignore[misc]  # a pair by construction
     jump = proxy if kind == "jump" and proxy != "none" else None
     alias = get("hostkeyalias", None)
-    context = TokenContext(hostname, port, user, destination, str(alias) if alias else None, jump)
+    context = TokenContext(hostname, port, user, destination, str(alias) if alias else None)
     identity_raw = state.identity_files or [(f, "default") for f in DEFAULT_IDENTITY_FILES]
     identity = tuple(f if f == "none" else expand_path(f, context, where) for f, where in identity_raw)
     sources["identity_files"] = ", ".join(dict.fromkeys(where for _, where in identity_raw))

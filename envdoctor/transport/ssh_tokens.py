@@ -36,20 +36,17 @@ class TokenContext:
     remote_user: str
     original_host: str
     host_key_alias: str | None = None
-    proxy_jump: str | None = None
 
     def table(self) -> dict[str, str]:
         account = local_account()
         this_host = local_hostname()
-        jump = self.proxy_jump or ""
-        digest = hashlib.sha1(
-            f"{this_host}{self.hostname}{self.port}{self.remote_user}{jump}".encode()
-        ).hexdigest()
+        # OpenSSH 9.2: %C hashes %l%h%p%r (no jump host), and %j does not exist yet.
+        digest = hashlib.sha1(f"{this_host}{self.hostname}{self.port}{self.remote_user}".encode()).hexdigest()
         return {
             "%": "%", "C": digest, "L": this_host.split(".", 1)[0], "i": str(os.getuid()),
             "k": self.host_key_alias or self.original_host, "l": this_host, "n": self.original_host,
             "p": str(self.port), "d": account.pw_dir, "h": self.hostname, "r": self.remote_user,
-            "u": account.pw_name, "j": jump,
+            "u": account.pw_name,
         }
 
 

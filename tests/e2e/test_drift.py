@@ -27,19 +27,37 @@ EXPECTED_0_16 = {
 
 
 @pytest.fixture(scope="session")
-def drift_venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two real venvs: speculators 0.3.0 (--no-deps) beside vLLM 0.16.0's and 0.11.0's sources."""
+def drift_venv(tmp_path_factory: pytest.TempPathFactory):
+    """venv(key) -> a real venv, built once per session: "0.16.0", "0.11.0", "0.33.0" hold
+    speculators 0.3.0 (--no-deps) beside that vLLM's sources; "sglang" holds sglang 0.5.3 and
+    flashinfer-python 0.7.4 installed from their wheels with --no-deps."""
     downloads = tmp_path_factory.mktemp("drift-downloads")
     root = tmp_path_factory.mktemp("drift-venvs")
-    wheel = download_wheel("speculators==0.3.0", downloads)
-    venvs = {}
-    for version in ("0.16.0", "0.11.0"):
-        venv = make_venv(root / f"spec-vllm-{version}")
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                        "--disable-pip-version-check", str(wheel)], check=True)
-        install_sdist_sources(download_sdist("vllm", version, downloads), site_packages(venv), "vllm", version)
-        venvs[version] = venv
-    return venvs
+    built: dict[str, Path] = {}
+
+    def get(key: str) -> Path:
+        if key in built:
+            return built[key]
+        venv = make_venv(root / key)
+        python = str(venv / "bin" / "python")
+        if key == "sglang":
+            subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                            "sglang==0.5.3", "flashinfer-python==0.7.4"], check=True)
+        else:
+            wheel = download_wheel("speculators==0.3.0", downloads)
+            subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(wheel)],
+                           check=True)
+            install_sdist_sources(download_sdist("vllm", key, downloads), site_packages(venv), "vllm", key)
+        built[key] = venv
+        return venv
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def drift_venvs(drift_venv) -> dict[str, Path]:
+    """speculators 0.3.0 beside vLLM 0.16.0 and beside vLLM 0.11.0."""
+    return {"0.16.0": drift_venv("0.16.0"), "0.11.0": drift_venv("0.11.0")}
 
 
 def drift_json(run_cli, *args: str) -> tuple[int, dict]:
@@ -113,3 +131,29 @@ def test_bad_arguments_are_usage_errors(run_cli, drift_venvs):
     assert res.exit_status == 2 and "Traceback" not in res.stderr
     res = run_cli("drift", "local", "--venv", venv, "--stage", "nope")
     assert res.exit_status == 2 and "no stage named" in res.stderr
+
+
+def errors_of(doc: dict, provider: str) -> dict[tuple[str, int], dict]:
+    pair = next(p for p in doc["pairs"] if p["provider"] == provider)
+    return {(f["path"], f["line"]): f for f in pair["findings"] if f["severity"] == "error"}
+
+
+def test_vllm_033_drops_three_kv_cache_names_and_request_eos_token_id(run_cli, drift_venv):
+    """Against vLLM 0.33.0: the three kv_cache_utils imports are gone and Request(eos_token_id=) is unknown."""
+    _, doc = drift_json(run_cli, "local", "--venv", str(drift_venv("0.33.0")), "--no-cache")
+    errors = errors_of(doc, "vllm")
+    pair = next(p for p in doc["pairs"] if p["provider"] == "vllm")
+    imports = sorted(f["use"] for f in pair["findings"] if f["severity"] == "error" and f["line"] == 15)
+    assert imports == [f"from vllm.v1.core.kv_cache_utils import {n}" for n in
+                       ("_get_kv_cache_groups_uniform_spec", "get_kv_cache_config_from_groups", "unify_hybrid_kv_cache_specs")]
+    assert "eos_token_id" in errors[(GENERATOR, 234)]["why"]
+
+
+def test_sglang_053_against_flashinfer_074(run_cli, drift_venv):
+    """The removed tile_tokens_dim keyword (fp4 and fp8 MoE) and the removed permute-indices helper."""
+    _, doc = drift_json(run_cli, "local", "--venv", str(drift_venv("sglang")), "--provider", "flashinfer-python")
+    errors = errors_of(doc, "flashinfer-python")
+    assert "tile_tokens_dim" in errors[("sglang/srt/layers/moe/fused_moe_triton/layer.py", 1035)]["why"]
+    assert "tile_tokens_dim" in errors[("sglang/srt/layers/quantization/fp8.py", 1144)]["why"]
+    gone = errors[("sglang/srt/layers/quantization/modelopt_quant.py", 1082)]
+    assert gone["use"].endswith("import _maybe_get_cached_w2_permute_indices")

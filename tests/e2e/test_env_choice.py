@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -101,11 +102,11 @@ def test_discovered_interpreter_is_never_started(run_cli, sshd, planted, stack_v
         run_cli("check", "local", "--format", "json"),
         run_cli("audit", "ct200", "--ssh-config", str(sshd.ssh_config), "--format", "json"),
     ]
-    for res in runs[:3]:
+    for res in runs:
         assert res.stdout.startswith("{"), res.stderr
     assert not marker.exists(), marker.read_text()
-    envs = [r for r in runs[0:1] if r.stdout]
-    assert envs  # the first run reported; the planted venv was read from its files
+    # It was found all the same: read from its files.
+    assert str(planted) in runs[0].stdout
 
 
 def test_fix_without_a_chosen_venv_changes_nothing_and_names_the_venv(run_cli, sshd, discovered, stack_venv, kimi):
@@ -167,7 +168,7 @@ def test_venv_in_inventory_runs_the_whole_story(run_cli, sshd, discovered, stack
     commands = [a["command"] for a in host["actions"]]
     installs = [a for a in host["actions"] if "tiktoken" in a["command"]]
     assert installs and installs[0]["exit_status"] == 0, commands
-    assert installs[0]["command"].startswith(f"{stack_venv / 'bin' / 'python'} -m pip install")
+    assert shlex.split(installs[0]["command"])[:4] == [str(stack_venv / "bin" / "python"), "-m", "pip", "install"]
     assert any(line.startswith("tiktoken ") for line in installs[0]["plan"])
     patches = [a for a in host["actions"] if a["check"].startswith("patch.")]
     assert patches and all(a["exit_status"] == 0 for a in patches), patches

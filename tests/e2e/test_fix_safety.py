@@ -93,3 +93,13 @@ def test_tokenizers_below_what_transformers_needs_is_by_hand(run_cli, transforme
         assert any(line.startswith(f"tokenizers {tokenizers} -> 0.") for line in action["plan"])
     assert version_of(transformers_venv, "tokenizers") == tokenizers
     assert pip_check(transformers_venv) == before
+
+
+def test_active_virtualenv_is_the_chosen_interpreter_of_local(run_cli, requests_venv):
+    """On the local machine $VIRTUAL_ENV is the user's choice: fix installs there without --venv."""
+    res = run_cli("fix", "local", "--require", "colorama", "--only", "packages.required", "--format", "json",
+                  env={"VIRTUAL_ENV": str(requests_venv)})
+    assert res.exit_status == 0, res.stdout + res.stderr
+    host = json.loads(res.stdout)["hosts"][0]
+    assert host["actions"][0]["command"].startswith(f"'{requests_venv / 'bin' / 'python'}' -m pip install")
+    assert version_of(requests_venv, "colorama") is not None

@@ -236,3 +236,19 @@ def test_verbose_logs_on_every_command(run_cli, args):
     assert "command" in loud.stderr and f"envdoctor {args[0]}" in loud.stderr, loud.stderr
     quiet = run_cli(*args)
     assert "[info" not in quiet.stderr
+
+
+def test_bad_host_or_config_is_exit_2_before_any_host_is_changed(run_cli, venv_factory, tmp_path):
+    """fix over a good host and a name that resolves to nothing, or with a missing --config, exits 2
+    and installs nothing on the good host."""
+    venv = venv_factory("resolve gate")
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text("Host gpu-*\n    User root\n")
+    typo = run_cli("fix", "local", "no-such-host-xyz", "--venv", str(venv), "--require", "six",
+                   "--ssh-config", str(ssh_config))
+    assert typo.exit_status == 2, typo.stdout + typo.stderr
+    assert "unknown host 'no-such-host-xyz'" in typo.stderr
+    missing_config = run_cli("fix", "local", "--venv", str(venv), "--require", "six",
+                             "--config", str(tmp_path / "nope.toml"))
+    assert missing_config.exit_status == 2 and "nope.toml" in missing_config.stderr
+    assert not list(venv.glob("lib/python3*/site-packages/six*"))

@@ -136,6 +136,10 @@ def libraries_venv(tmp_path_factory: pytest.TempPathFactory, real_wheels: list[P
                      pip_args=["--no-deps", "--no-index"])
 
 
+def remote_code_result(stdout: str) -> dict:
+    return next(r for r in json.loads(stdout)["hosts"][0]["results"] if r["id"] == "code.trust-remote-code")
+
+
 def test_fix_then_revert_on_real_libraries_over_ssh(libraries_venv, real_wheels, sshd, run_cli):
     """On the sshd host: check reports the gaps (lm-eval through its extras), fix adds exactly one flag per
     missing site, every file compiles and the gap is closed; revert restores the wheels' bytes."""
@@ -149,7 +153,7 @@ def test_fix_then_revert_on_real_libraries_over_ssh(libraries_venv, real_wheels,
 
     before = run_cli("check", *base, "--trust-remote-code")
     assert before.exit_status == 1, before.stdout + before.stderr
-    result = json.loads(before.stdout)["hosts"][0]["results"][0]
+    result = remote_code_result(before.stdout)
     reasons = {d["name"]: d["reason"] for d in result["details"]["distributions"]}
     assert reasons["lm_eval"].startswith("depends on transformers (extra ")
     missing: dict[str, set[tuple[int, int]]] = {}
@@ -160,7 +164,7 @@ def test_fix_then_revert_on_real_libraries_over_ssh(libraries_venv, real_wheels,
 
     fix = run_cli("fix", *base, "--trust-remote-code")
     assert fix.exit_status == 0, fix.stdout + fix.stderr
-    after = json.loads(fix.stdout)["hosts"][0]["results"][0]
+    after = remote_code_result(fix.stdout)
     assert after["status"] == "pass", after["message"]
     ledger = parse_ledger(Path(ledger_path(str(libraries_venv))).read_bytes().splitlines())
     patched = {e.file for (patch, _), e in applied_patches(ledger).items() if patch == "trust-remote-code"}

@@ -50,7 +50,7 @@ def test_scan_json_finds_the_tokenizer_gap_beside_the_ok_config_call(run_cli, sp
     res = run_cli("scan", str(speculators_dir), "--format", "json")
     assert res.exit_status == 1, res.stderr
     data = json.loads(res.stdout)
-    assert set(data) == {"sites", "errors"} and data["errors"] == []
+    assert {"sites", "errors"} <= set(data) and data["errors"] == []
     in_generator = [s for s in data["sites"] if s["path"] == GENERATOR]
     tokenizer = next(s for s in in_generator if s["callee"] == "transformers.AutoTokenizer.from_pretrained")
     config = next(s for s in in_generator if s["callee"] == "transformers.AutoConfig.from_pretrained")
@@ -117,7 +117,7 @@ def test_check_over_ssh_warns_then_fails_with_trust_remote_code(run_cli, sshd, s
     gap = f"speculators/{GENERATOR}:84 transformers.AutoTokenizer.from_pretrained (missing)"
     assert gap in result["message"]
     (speculators,) = [d for d in result["details"]["distributions"] if d["name"] == "speculators"]
-    assert speculators["reason"] == "depends on transformers"
+    assert speculators["reason"] == "depends on transformers, vllm (extra datagen)"
     assert 0 < speculators["matched"] < speculators["files"]  # only filtered files travelled
     ok = [s for s in result["details"]["sites"] if s["state"] == "ok" and s["path"] == f"speculators/{GENERATOR}"]
     assert ok and ok[0]["callee"] == "transformers.AutoConfig.from_pretrained"
@@ -134,4 +134,14 @@ def test_check_scan_option_adds_a_distribution(run_cli, sshd, speculators_venv):
                   "--only", "code.trust-remote-code", "--scan", "packaging", "--format", "json")
     details = remote_code_result(res)["details"]
     reasons = {d["name"]: d["reason"] for d in details["distributions"]}
-    assert reasons == {"packaging": "named", "speculators": "depends on transformers"}
+    assert reasons == {"packaging": "named", "speculators": "depends on transformers, vllm (extra datagen)"}
+
+
+def test_check_scan_of_a_name_not_installed_is_a_usage_error(run_cli, sshd, speculators_venv):
+    """--scan DIST naming nothing installed on the host checked: one-line error, exit 2, no traceback."""
+    res = run_cli("check", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(speculators_venv),
+                  "--only", "code.trust-remote-code", "--scan", "no-such-dist", "--format", "json")
+    assert res.exit_status == 2, res.stdout + res.stderr
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("envdoctor: error: --scan no-such-dist: not installed on any host checked")
+    assert "Traceback" not in res.stderr

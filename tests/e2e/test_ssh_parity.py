@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.faults_support import hosts_by_name, results_by_id
-from tests.sshd import SSHServer, start_sshd
+from tests.sshd import SSHServer, keygen, start_sshd
 
 pytestmark = pytest.mark.e2e
 
@@ -267,3 +267,38 @@ def test_route_proof_fails_for_the_wrong_server(sshd, server_b, env):
     Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
     config = write_config(env, "Host wrong\n  HostName 127.0.0.1\n  Port {B}\n")
     assert shutil.which("ssh") and not ssh_connects(config, "wrong")
+
+
+@pytest.fixture(scope="module")
+def host_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A host certificate authority's private key."""
+    path = tmp_path_factory.mktemp("host_ca") / "ca"
+    keygen(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server_c(sshd: SSHServer, host_ca: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
+    """A third sshd whose host key is certified by ``host_ca`` for 127.0.0.1."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd_c"), [], client_key=sshd.client_key, host_certificate_ca=host_ca)
+    yield server
+    server.stop()
+
+
+def test_cert_authority_vouches_for_the_host(run_cli, server_c, host_ca, env, tmp_path):
+    """A host certificate from a CA that known_hosts trusts (@cert-authority) is accepted, as ssh
+    accepts it; one from another CA is refused, with --accept-new too, and nothing is recorded."""
+    ca_pub = " ".join(Path(f"{host_ca}.pub").read_text().split()[:2])
+    known = Path(env["kh"])
+    known.write_text(f"@cert-authority [127.0.0.1]:{server_c.port} {ca_pub}\n")
+    config = write_config({**env, "C": str(server_c.port)}, "Host ca\n  HostName 127.0.0.1\n  Port {C}\n")
+    assert ssh_connects(config, "ca"), "the oracle: ssh trusts the certificate"
+    result, stderr = reachable(run_cli, config, "ca")
+    assert result["status"] == "pass", (result, stderr)
+    other_pub = " ".join(keygen(tmp_path / "other_ca").split()[:2])
+    known.write_text(f"@cert-authority [127.0.0.1]:{server_c.port} {other_pub}\n")
+    before = known.read_bytes()
+    assert not ssh_connects(config, "ca")
+    refused, _ = reachable(run_cli, config, "ca", "--accept-new")
+    assert refused["details"]["kind"] == "host-key", refused
+    assert known.read_bytes() == before

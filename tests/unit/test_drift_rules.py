@@ -282,3 +282,56 @@ def test_star_reexports_and_missing_names() -> None:
     }
     found = analyse(provider, "from prov.distributed import get_tp_group, get_pp_group\n")
     assert severities(found) == [(1, ERROR)] and "get_pp_group" in found[0].use
+
+
+def test_a_wraps_decorator_keeps_the_signature_and_a_none_placeholder_is_not_a_second_callee() -> None:
+    """flashinfer's @flashinfer_api uses functools.wraps; sglang's `f = None` before a guarded import."""
+    provider = {
+        "prov.__init__": "",
+        "prov.api_logging": """
+            import functools
+            def flashinfer_api(func=None, *, trace=None):
+                def decorator(f):
+                    @functools.wraps(f)
+                    def wrapper(*args, **kwargs):
+                        return f(*args, **kwargs)
+                    return wrapper
+                return decorator(func)
+        """,
+        "prov.core": """
+            from .api_logging import flashinfer_api
+            @flashinfer_api
+            def block_scale_moe(routing_logits, hidden_states, *, num_experts, routing_method_type=0):
+                pass
+        """,
+    }
+    consumer = """
+        block_scale_moe = None
+        try:
+            from prov.core import block_scale_moe
+        except ImportError:
+            block_scale_moe = None
+
+        def forward(x):
+            return block_scale_moe(routing_logits=x, hidden_states=x, num_experts=8, tile_tokens_dim=8)
+    """
+    found = analyse(provider, consumer)
+    assert severities(found) == [(9, ERROR)] and "tile_tokens_dim" in found[0].why
+    assert found[0].definition == "prov/core.py:4"  # the def line, not the decorator's
+
+
+def test_a_flag_bound_to_a_version_test_stands_for_it() -> None:
+    """peft: lt_4_56 = version.parse(transformers.__version__) < version.parse("4.56"); if lt_4_56: old API."""
+    provider = {"prov": "__version__ = '5.24.0'\nclass Cache:\n    def __init__(self, data=None):\n        pass\n"}
+    consumer = """
+        import packaging.version
+        import prov
+        from prov import Cache
+        lt_4_56 = packaging.version.parse(prov.__version__) < packaging.version.parse("4.56.0.dev0")
+        if lt_4_56:
+            cache = Cache.from_legacy_cache(1)
+        else:
+            cache = Cache(1)
+    """
+    assert analyse(provider, consumer, version="5.24.0") == []
+    assert severities(analyse(provider, consumer, version="4.50.0")) == [(7, ERROR)]

@@ -174,3 +174,17 @@ def test_extra_in_use_must_be_satisfied_and_stays_apart_from_pip_check():
         "pip check: no broken requirements in 3 distributions",
         "extras in use: speculators 0.3.0 [datagen] requires vllm==0.11.0; 0.16.0 is installed"]
     assert result.details["pip_check"]["ok"] is True
+
+
+def test_json_envelope_comes_first_and_cannot_be_overridden():
+    """Every command's JSON starts with schema, envdoctor, command, exit_status; a body setting one fails loudly."""
+    import json as json_module
+
+    from envdoctor.report.envelope import dump_json, json_envelope
+
+    data = json_envelope("drift", 1, {"pairs": []})
+    assert list(data)[:4] == ["schema", "envdoctor", "command", "exit_status"]
+    assert (data["schema"], data["command"], data["exit_status"], data["pairs"]) == (1, "drift", 1, [])
+    assert list(json_module.loads(dump_json("facts", 0, {"b": 1, "a": 2}, sort_keys=True)))[4:] == ["a", "b"]
+    with pytest.raises(ValueError):
+        json_envelope("run", 0, {"command": "python -m x"})

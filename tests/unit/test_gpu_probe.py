@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe import gpu_stack
+from envdoctor.probe import gpu_elf, gpu_host, gpu_stack
 from tests.gpu_layouts import (
     SYM_NE_MANGLED,
     container,
@@ -58,9 +58,9 @@ def test_fatbin_entries_read_from_headers(tmp_path: Path) -> None:
     data = fatbin(container(sass(80), sass(90, specific=True, compressed=True), ptx(90, (8, 4))),
                   container(sass(100, specific=True)), padding=16)
     so = extension(tmp_path, "pkg/_k.abi3.so", fatbin_data=data, torch=False)
-    elf = gpu_stack.Elf(str(so))
+    elf = gpu_elf.Elf(str(so))
     try:
-        summary = gpu_stack.fatbin_summary(elf)
+        summary = gpu_elf.fatbin_summary(elf)
     finally:
         elf.close()
     assert summary["containers"] == 2 and summary["entries"] == 4
@@ -73,9 +73,9 @@ def test_fatbin_entries_read_from_headers(tmp_path: Path) -> None:
 def test_no_fatbin_section_is_none(tmp_path: Path) -> None:
     """A shared object without .nv_fatbin has no GPU code summary."""
     so = extension(tmp_path, "pkg/plain.abi3.so", torch=False)
-    elf = gpu_stack.Elf(str(so))
+    elf = gpu_elf.Elf(str(so))
     try:
-        assert gpu_stack.fatbin_summary(elf) is None
+        assert gpu_elf.fatbin_summary(elf) is None
     finally:
         elf.close()
 
@@ -84,11 +84,11 @@ def test_not_an_elf_file_is_an_error(tmp_path: Path) -> None:
     """A file that is not a 64-bit ELF is refused with a reason, not a crash."""
     bad = tmp_path / "bad.so"
     bad.write_bytes(b"\x7fELF\x01" + b"\0" * 100)
-    with pytest.raises(gpu_stack.ElfError, match="64-bit"):
-        gpu_stack.Elf(str(bad))
+    with pytest.raises(gpu_elf.ElfError, match="64-bit"):
+        gpu_elf.Elf(str(bad))
     bad.write_bytes(b"hello")
-    with pytest.raises(gpu_stack.ElfError):
-        gpu_stack.Elf(str(bad))
+    with pytest.raises(gpu_elf.ElfError):
+        gpu_elf.Elf(str(bad))
 
 
 def test_missing_symbol_matches_the_dynamic_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,9 +117,9 @@ def test_matching_torch_has_nothing_missing(tmp_path: Path, monkeypatch: pytest.
     torch_layout(site)
     ext = extension(site, "vllm/_C.abi3.so")
     assert loader_error(ext, site / "torch" / "lib") == ""
-    elf = gpu_stack.Elf(str(ext))
+    elf = gpu_elf.Elf(str(ext))
     try:
-        needed = gpu_stack.torch_undefined(elf)
+        needed = gpu_elf.torch_undefined(elf)
     finally:
         elf.close()
     assert needed == sorted(["THPVariable_Check", "_ZN2at7add_oneEi", SYM_NE_MANGLED, "_ZNK3c106SymInt6sym_eqERKS0_"])
@@ -218,7 +218,7 @@ def test_libcuda_and_cuda_compat_in_a_container(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/local/cuda-12.8/compat")
     monkeypatch.setenv("ENVDOCTOR_SYSFS_ROOT", str(root))
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    driver = gpu_stack.driver_facts(gpu_stack.host_root())
+    driver = gpu_host.driver_facts(gpu_host.host_root())
     assert driver["kernel"] is None
     # In loader order: the compat folder on LD_LIBRARY_PATH comes before the system folder.
     assert [(e["version"], e["ld_library_path"]) for e in driver["libcuda"]] == [("570.124.06", True),
@@ -231,7 +231,7 @@ def test_old_nvidia_smi_without_compute_cap(tmp_path: Path, monkeypatch: pytest.
     """An nvidia-smi that rejects compute_cap is asked again for name and driver only."""
     smi = fake_nvidia_smi(tmp_path / "bin", [("Tesla P4", None, "470.82.01")], old=True)
     monkeypatch.setenv("PATH", f"{smi.parent}:/usr/bin:/bin")
-    facts = gpu_stack.smi_facts()
+    facts = gpu_host.smi_facts()
     assert facts["fields"] == ["name", "driver_version"]
     assert facts["gpus"] == [{"name": "Tesla P4", "driver_version": "470.82.01"}]
 
@@ -243,7 +243,7 @@ def test_torch_version_read_as_text(tmp_path: Path) -> None:
     (site / "torch" / "version.py").write_text(
         "from typing import Optional\n__version__ = '2.9.1+cu128'\ncuda: Optional[str] = '12.8'\n"
         "hip: Optional[str] = None\nraise SystemExit('imported')\n")
-    facts = gpu_stack.torch_facts(str(site))
+    facts = gpu_host.torch_facts(str(site))
     assert (facts["version"], facts["cuda"], facts["hip"]) == ("2.9.1+cu128", "12.8", None)
 
 
@@ -265,16 +265,16 @@ def test_torch_version_read_as_text(tmp_path: Path) -> None:
 def test_torch_namespace_names(name: str, expected: bool) -> None:
     """Mangled c10/at/torch/caffe2 names (with cv/ref qualifiers and vtables), THP* and
     aoti_torch_* are torch's; std:: and look-alike namespaces are not."""
-    assert bool(gpu_stack.TORCH_SYMBOL.match(name.encode())) is expected
+    assert bool(gpu_elf.TORCH_SYMBOL.match(name.encode())) is expected
 
 
 def test_gnu_hash_lookup_agrees_with_a_full_scan(tmp_path: Path) -> None:
     """Looking names up through .gnu.hash gives the same answer as reading every symbol."""
     site = tmp_path / "site"
     torch_layout(site)
-    elf = gpu_stack.Elf(str(site / "torch" / "lib" / "libc10.so"))
+    elf = gpu_elf.Elf(str(site / "torch" / "lib" / "libc10.so"))
     try:
-        table = gpu_stack.ExportTable(elf)
+        table = gpu_elf.ExportTable(elf)
         scanned = set(table._scan())
     finally:
         elf.close()
@@ -282,3 +282,28 @@ def test_gnu_hash_lookup_agrees_with_a_full_scan(tmp_path: Path) -> None:
     for name in sorted(scanned) + [b"_ZNK3c106SymInt6sym_gtERKS0_", b"nothing"]:
         assert table.exports(name) is (name in scanned)
 
+
+
+def test_absent_venv_is_left_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A venv path that does not exist gets no torch, no binaries, and no folder created."""
+    prefix = tmp_path / "no venv"
+    result = run_section(prefix, monkeypatch)
+    assert result["torch"] is None and result["binaries"] == [] and not result["cache"]["saved"]
+    assert not prefix.exists()
+
+
+def test_walk_is_replayed_until_a_folder_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folders' mtimes stand for the walk: unchanged, it is replayed; a new extension in
+    a new package or beside an old one is found."""
+    prefix = tmp_path / "venv"
+    site = site_of(prefix)
+    torch_layout(site)
+    extension(site, "a/_C.abi3.so", fatbin_data=fatbin(container(sass(90))))
+    monkeypatch.setattr(gpu_stack, "RACY_SECONDS", -1)
+    assert run_section(prefix, monkeypatch)["cache"]["walks_replayed"] == 0
+    again = run_section(prefix, monkeypatch)
+    assert again["cache"]["walks_replayed"] == 1 and [b["relpath"] for b in again["binaries"]][1:] == ["a/_C.abi3.so"]
+    extension(site, "a/sub/_D.abi3.so", fatbin_data=fatbin(container(sass(80))))
+    found = run_section(prefix, monkeypatch)
+    assert found["cache"]["walks_replayed"] == 0
+    assert [b["relpath"] for b in found["binaries"]][1:] == ["a/_C.abi3.so", "a/sub/_D.abi3.so"]

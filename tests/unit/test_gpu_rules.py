@@ -87,12 +87,16 @@ def test_sm100a_only_core_extension_fails_on_b300() -> None:
     assert ("fail", "arch") not in levels(raw([("NVIDIA B200", "10.0")], binaries=[ext]))
 
 
-def test_best_variant_of_a_core_module_decides() -> None:
-    """sgl_kernel's sm90 and sm100 builds of common_ops: a GPU served by one of them passes."""
-    variants = [binary("sgl_kernel/sm90/common_ops.abi3.so", ["sm_90a"]),
+def test_the_variant_the_package_loads_decides() -> None:
+    """sgl_kernel loads sm90/common_ops on CC 9.0 only and sm100/ elsewhere: an sm90 build
+    that would run on an A100 does not save it; a package without a known rule gets its best."""
+    variants = [binary("sgl_kernel/sm90/common_ops.abi3.so", ["sm_90a", "sm_80"]),
                 binary("sgl_kernel/sm100/common_ops.abi3.so", ["sm_100a"])]
     assert levels(raw([("NVIDIA H100", "9.0")], binaries=variants)) == []
     assert levels(raw([("NVIDIA B200", "10.0")], binaries=variants)) == []
+    assert levels(raw([("NVIDIA A100", "8.0")], binaries=variants)) == [("fail", "arch")]
+    other = [binary("pkg/sm90/_C.abi3.so", ["sm_80"]), binary("pkg/sm100/_C.abi3.so", ["sm_100a"])]
+    assert levels(raw([("NVIDIA A100", "8.0")], binaries=other)) == []
 
 
 def test_extension_roles() -> None:
@@ -211,3 +215,23 @@ def test_check_reports_probe_error_and_skip() -> None:
     result = gpu_stack_check(CheckContext(spec, facts))
     assert result.status == "pass" and "driver and kernel checks skipped" in result.message
     assert result.details["gpu"]["torch"] == {"version": "2.9.1+cu128", "cuda": "12.8"}
+
+
+def test_extension_on_a_newer_cuda_runtime_needs_its_floor() -> None:
+    """An extension linking libcudart.so.13 beside a CUDA 12.8 torch fails on a 570 driver
+    (CUDA 13.x needs >= 580.65.06) and warns about the runtime mismatch."""
+    ext = binary("torchao/_C_mxfp8.abi3.so", ["sm_90"], needed=["libcudart.so.13", "libc10.so"])
+    found = levels(raw([("NVIDIA H100", "9.0")], driver="570.86.15", binaries=[ext]))
+    assert ("fail", "driver") in found and ("warn", "abi") in found
+    assert ("fail", "driver") not in levels(raw([("NVIDIA H100", "9.0")], driver="580.65.06", binaries=[ext]))
+
+
+def test_facts_document_carries_gpu() -> None:
+    """`facts --format json` has a `gpu` object built from the probe's gpu-stack section."""
+    from envdoctor.stages import facts_document
+
+    facts = HostFacts.from_probe(ProbeOutput(sections={"gpu-stack": raw([("NVIDIA H100", "9.0")])}))
+    doc = facts_document(HostSpec("h", None), facts, None, 5)
+    assert doc["gpu"]["gpus"][0]["compute_capability"] == "9.0"
+    assert doc["gpu"]["binaries"][0]["runnable"] == {"0": "yes"}
+    assert facts_document(HostSpec("h", None), HostFacts.from_probe(ProbeOutput()), None, 5)["gpu"] is None

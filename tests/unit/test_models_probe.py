@@ -191,3 +191,30 @@ def test_facts_document_for_kimi(model_root):
     assert doc["problems"] == []
     missing = [name for name, key in FACT_PLACEHOLDERS.items() if lookup(doc, key) is None]
     assert missing == ["mask_token_id"]  # Kimi has no mask token of its own; every other fact is known
+
+
+def test_missing_auto_map_file_has_a_copy_remedy(tmp_path):
+    """A modeling file auto_map names but the folder lacks: a failure whose remedy says to copy the code files."""
+    folder = build_kimi(tmp_path / "kimi", mark=tmp_path / "MARK", model_code=False, ranks=False)
+    result = model_checks.code_imports(ctx_for(probe.inspect_model(str(folder), {}),
+                                               dists=(("transformers", "5.24.0"), ("tiktoken", "0.9"))))
+    assert result.status is Status.FAIL
+    assert "the model folder lacks modeling_kimi_k25.py, which auto_map names" in result.message
+    assert result.remedy is not None and not result.remedy.automatic
+    assert result.remedy.summary.startswith("the model folder lacks configuration_kimi_k25.py, modeling_kimi_k25.py, "
+                                            "which auto_map names: copy the model's code files from its source")
+
+
+@pytest.mark.parametrize("files, check, words", [
+    ({}, "model_config", "no config.json in {path} (the folder is empty)"),
+    ({}, "tokenizer_static", "{path} has no tokenizer files"),
+    ({"tokenizer_config.json": "{}"}, "model_config", "no config.json in {path} (it has: tokenizer_config.json)"),
+    ({"config.json": "{}"}, "tokenizer_static", "AutoTokenizer cannot load it (it has: config.json)"),
+    ({"tokenizer_config.json": "{}"}, "tokenizer_static", "{path} has tokenizer_config.json but no vocabulary"),
+])
+def test_folders_that_cannot_be_a_model_fail(tmp_path, files, check, words):
+    """An empty, config-less or tokenizer-less folder fails its check naming what the folder has."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    result = getattr(model_checks, check)(ctx_for(probe.inspect_model(str(tmp_path), {})))
+    assert result.status is Status.FAIL and words.format(path=tmp_path) in result.message

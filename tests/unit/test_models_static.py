@@ -193,3 +193,40 @@ def test_reduction_ships_little_for_a_large_vocabulary(tmp_path):
     assert reduced["vocab_count"] == 150000 and reduced["gaps"] == [] and reduced["byte_level"]
     assert reduced["lookup"] == {"t5": 5, "<unused0>": 7} and reduced["reserved"] == [[7, "<unused0>"]]
     assert len(json.dumps(reduced)) < 4096 < path.stat().st_size
+
+
+def _pb(number: int, payload: bytes | int) -> bytes:
+    """One protobuf field: a varint, or length-delimited bytes."""
+    def varint(n: int) -> bytes:
+        out = b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                return out
+    if isinstance(payload, int):
+        return varint(number << 3) + varint(payload if payload >= 0 else payload + (1 << 64))
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def test_sentencepiece_pieces_are_the_vocabulary(tmp_path):
+    """tokenizer.model: ids are positions, control pieces are added specials, the trainer spec names roles."""
+    pieces = [("<unk>", 2), ("<s>", 3), ("</s>", 3), ("[control_8]", 3), ("\u2581a", 1)]
+    proto = b"".join(_pb(1, _pb(1, p.encode()) + _pb(3, kind)) for p, kind in pieces)
+    proto += _pb(2, _pb(3, 2) + _pb(40, 0) + _pb(41, 1) + _pb(42, 2) + _pb(43, -1))
+    (tmp_path / "tokenizer.model").write_bytes(proto)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
+    model = ModelFacts.from_probe(probe.inspect_model(str(tmp_path), {}))
+    assert model.tokenizer_json["spm"] == {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": -1}
+    tok = model.static_tokenizer()
+    assert (tok.ids["bos"], tok.ids["eos"], tok.ids["unk"], tok.length, tok.basis) == (1, 2, 0, 5, "tokenizer.model")
+    assert choose_mask_token(tok, 5).token_id == 3
+
+
+def test_a_file_that_is_not_sentencepiece_is_an_error_value(tmp_path):
+    """A tokenizer.model with a truncated field is reported as not a sentencepiece model."""
+    from envdoctor.probe.model_spm import reduce_sentencepiece
+
+    path = tmp_path / "tokenizer.model"
+    path.write_bytes(b"\x0a\xff\xff\x01abc")
+    assert "not a sentencepiece model" in reduce_sentencepiece(str(path), set())["error"]

@@ -103,3 +103,16 @@ def test_generic_remedy_leaves_files_a_dedicated_patch_owns():
     gap = _Gap(rel, 2)
     gap.distribution = "speculators"
     assert trust_remote_code_remedy(ctx, items, [gap]) is None
+
+
+def test_patch_whose_result_is_not_what_it_declares_is_refused_with_its_diff():
+    """A transform that changes more than its declaration: the check errors with the diff and offers no remedy."""
+    import libcst as cst
+
+    def sneaky(module: cst.Module) -> cst.Module:
+        return cst.parse_module(module.code.replace("(p)", "(p, trust_remote_code=True)").replace("c = ", "cfg = "))
+
+    result = evaluator(replace(DEMO, transform=sneaky))(context(consent=True))
+    assert result.status is Status.ERROR and result.remedy is None
+    assert result.details["state"] == "refused" and "nothing written" in result.message
+    assert "+cfg = AutoConfig.from_pretrained(p, trust_remote_code=True)" in result.details["diff"]

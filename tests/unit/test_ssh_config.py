@@ -151,3 +151,18 @@ def test_alias_guard_reads_host_and_match_originalhost(tmp_path):
     assert not names.names("staging") and not names.names("replaces") and not names.names("bad")
     assert not names.names("anything")  # `*` alone names nothing
     assert names.nearest("bastoin") == "bastion"
+
+
+def test_unknown_host_guard_in_resolve_hosts(tmp_path):
+    """check/fix accept inventory names, defined aliases, dotted names, IPs and user@host; a typo
+    is refused with the nearest alias."""
+    from envdoctor.inventory import load_inventory, resolve_hosts
+
+    config = tmp_path / "config"
+    config.write_text("Host * !bastion\n  User x\nHost bastion\n  HostName 10.0.0.1\n"
+                      "Match originalhost gpu-train\n  HostName 10.0.0.2\n")
+    inventory = load_inventory(None)
+    for name in ("bastion", "gpu-train", "db.internal", "10.1.2.3", "root@anything", "ssh://u@h:2222"):
+        assert resolve_hosts([name], inventory, ssh_config_files=[str(config)])[0].ssh is not None, name
+    with pytest.raises(ConfigError, match=r"unknown host 'gpu-trian'.*did you mean 'gpu-train'"):
+        resolve_hosts(["gpu-trian"], inventory, ssh_config_files=[str(config)])

@@ -97,6 +97,9 @@ CASES = [
     Case("identity-local-user-token", "Host a\n  IdentityFile {d}/keys/id_%u\n", "a", files={f"keys/id_{ME}": "key"}),
     Case("known-hosts-tokens", "Host a\n  HostName 10.0.0.9\n  Port 2201\n  UserKnownHostsFile ~/.ssh/kh/%h_%p ${HOME}/k2 %d/k3\n", "a"),
     Case("known-hosts-alias-token", "Host a\n  HostKeyAlias myalias\n  UserKnownHostsFile {d}/kh/%k %n %%h\n", "a"),
+    Case("known-hosts-every-token",
+         "Host a\n  HostName H.Example\n  User u\n  UserKnownHostsFile {d}/%C {d}/%i_%l_%L_%k_%n_%p_%h_%r_%u_%% %d/x\n", "a"),
+    Case("error-token-unknown-to-9.2", "Host a\n  UserKnownHostsFile {d}/%j\n", "a"),
     Case("known-hosts-none", "Host a\n  UserKnownHostsFile none\n", "a"),
     Case("known-hosts-global", "Host a\n  GlobalKnownHostsFile {d}/global_kh\n", "a"),
     Case("strict-yes", "Host a\n  StrictHostKeyChecking yes\n", "a"),
@@ -118,6 +121,13 @@ CASES = [
     Case("proxycommand-before-proxyjump", "Host a\n  ProxyCommand nc %h %p\n  ProxyJump j\n", "a"),
     Case("command-line-user-port-win", "Host a\n  User cfg\n  Port 2000\n", "a", user="cli", port=2100),
     Case("user-at-host-destination", "Host a\n  User cfg\n", "a", user="given"),
+    Case("real-world-defaults",
+         "Host *\n  ServerAliveInterval 30\n  ControlMaster auto\n  ControlPath ~/.ssh/cm-%r@%h:%p\n"
+         "  AddKeysToAgent yes\n  ForwardAgent no\n  SendEnv LANG LC_*\n  LocalForward 8080 localhost:80\n"
+         "  Protocol 2\n  Compression yes\n", "a"),
+    Case("ignore-unknown-before-option", "IgnoreUnknown UseKeychain,AddKeysToAgent\nHost a\n  UseKeychain yes\n  Port 2201\n", "a"),
+    Case("error-unknown-option", "Host other\n  UseKeychain yes\n", "a"),
+    Case("error-ignore-unknown-after-option", "Host a\n  UseKeychain yes\nIgnoreUnknown UseKeychain\n", "a"),
     Case("error-unbalanced-quote", 'Host bad"\n  Port 1\n', "a"),
     Case("error-bad-port", "Host a\n  Port notaport\n", "a"),
     Case("error-extra-arguments", "Host a\n  Port 2201 2202\n", "a"),
@@ -261,3 +271,19 @@ def test_cli_says_which_resolver_and_falls_back_without_ssh(run_cli, tmp_path: P
     plans = {h["host"]: h for h in json.loads(without.stdout)["hosts"]}
     assert plans["a"] == json.loads(with_ssh.stdout)["hosts"][0]
     assert "Match exec" in plans["needs-exec"]["error"]
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+def test_builtin_keyword_table_is_ssh_s(tmp_path: Path) -> None:
+    """Every keyword the built-in parser accepts, ssh accepts too; ones it refuses, ssh refuses."""
+    from envdoctor.transport.ssh_config_resolve import KNOWN_KEYWORDS
+
+    config = tmp_path / "config"
+    words = sorted(KNOWN_KEYWORDS - {"host", "match", "include"})
+    config.write_text("Host zz\n" + "".join(f"  {word} x\n" for word in words))
+    proc = subprocess.run([SSH, "-G", "-F", str(config), "a"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert "Bad configuration option" not in proc.stderr, proc.stderr
+    config.write_text("Host zz\n  usekeychain yes\n  channeltimeout x\n")
+    proc = subprocess.run([SSH, "-G", "-F", str(config), "a"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.stderr.count("Bad configuration option") == 2
+    assert not {"usekeychain", "channeltimeout"} & KNOWN_KEYWORDS
