@@ -37,7 +37,10 @@ def gpu_stack(ctx: CheckContext) -> CheckResult:
     raw = ctx.facts.section(SECTION)
     if not isinstance(raw, dict):
         return errored("the probe returned no GPU stack facts")
-    stack = GpuStack.from_probe(raw)
+    try:
+        stack = GpuStack.from_probe(raw)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a host's answer is untrusted input
+        return errored(f"the probe's GPU stack facts are malformed ({type(exc).__name__}: {exc})")
     # c++filt runs on the controller, for the message only (a local, deterministic translation).
     verdict = judge(stack, getattr(ctx.spec, "gpus", None), demangle)
     return result_of(stack, verdict)

@@ -397,7 +397,11 @@ def fix(hosts: tuple[str, ...], dry_run: bool, index_url: str | None, extra_inde
         find_links: tuple[str, ...], fmt: str, output: str | None, **opts: Any) -> None:
     """Apply the safe remedies of failing checks on each HOST, then check again.
 
-    Installs always use the venv's absolute interpreter (`<venv>/bin/python -m pip`).
+    Installs always use the venv's absolute interpreter (`<venv>/bin/python -m pip`), and
+    only into an interpreter you chose (--venv, venv in envdoctor.toml, or locally the active
+    $VIRTUAL_ENV). Each runs only when the venv's own pip shows a plan (pip install --dry-run
+    --report) that breaks no installed package; otherwise the plan and who breaks are shown.
+    Packages a model's own code imports are installed only with --trust-remote-code.
     Remedies marked 'by hand' (downgrades, creating a venv) are shown, never run.
     A second fix on a healthy host does nothing.
     """

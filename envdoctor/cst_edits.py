@@ -3,6 +3,8 @@
 A patched call must read as if a person had typed the argument: ``name=value`` with no
 spaces around ``=``, one argument per line staying one per line, a trailing comma kept
 where the call had one (and not invented where it had none), comments left on their lines.
+The calls to edit are chosen by identity: the Call node the scanner finds at a site's
+line and column with the site's resolved callee (:func:`add_keyword_at_sites`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from envdoctor.logsafe import get_logger
 from envdoctor.patching import apply_patch_remedy
 from envdoctor.pip_remedy import InstalledState, apply_pip_install, is_pip_install
 from envdoctor.results import CheckResult, Remedy, Status
-from envdoctor.transport.interface import CommandResult, Transport
+from envdoctor.transport.interface import CommandResult, Transport, shell_join
 from envdoctor.transport.local import LocalTransport
 from envdoctor.transport.target import SSHOptions
 
@@ -200,11 +200,15 @@ class HostRun:
     async def install(self, transport: Transport, check_id: str, remedy: Remedy, dry_run: bool,
                       installed: InstalledState) -> Action:
         """A pip install remedy: run only when pip's own plan breaks nothing installed."""
-        log.info("install_plan", host=self.spec.name, check=check_id, command=remedy.display)
-        outcome = await apply_pip_install(lambda argv: run_remedy_argv(transport, remedy, argv), remedy,
-                                          dry_run=dry_run, installed=installed)
-        log.info("install_done", host=self.spec.name, check=check_id, exit_status=outcome.exit_status,
-                 refused=bool(outcome.refused))
+        async def run(argv: Sequence[str]) -> CommandResult:
+            log.info("remedy_start", host=self.spec.name, check=check_id, command=shell_join(argv))
+            result = await run_remedy_argv(transport, remedy, argv)
+            log.info("remedy_done", host=self.spec.name, check=check_id, exit_status=result.exit_status)
+            return result
+
+        outcome = await apply_pip_install(run, remedy, dry_run=dry_run, installed=installed)
+        log.info("install_judged", host=self.spec.name, check=check_id, exit_status=outcome.exit_status,
+                 refused=outcome.refused or None)
         return Action(check_id, remedy.summary, remedy.display, outcome.exit_status,
                       outcome.output[-OUTPUT_TAIL_CHARS:], plan=outcome.plan, refused=outcome.refused)
 

@@ -338,8 +338,10 @@ class ModelFacts:
             source = reduced.get("source") or "tokenizer.json"
             st = from_config_only(json_files, self.templates, f"{source} cannot be used: {reduced['error']}")
         else:
-            st = from_config_only(json_files, self.templates, "the folder has no tokenizer.json, tokenizer.model "
-                                  "or tiktoken.model: no tokenizer can be loaded from it")
+            other = [n for n in ("vocab.json", "merges.txt", "vocab.txt", "tekken.json", "tiktoken.model") if n in self.listing]
+            why = (f"the vocabulary is in {', '.join(other)}, which envdoctor does not read; loading the tokenizer tells"
+                   if other else "the folder has no tokenizer.json or tokenizer.model: no tokenizer can be loaded from it")
+            st = from_config_only(json_files, self.templates, why)
         return as_tokenizer_facts(st, config_ids)
 
     def live_result(self, key: str = "trusted") -> Mapping[str, Any] | None:

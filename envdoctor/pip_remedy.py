@@ -16,7 +16,7 @@ from typing import Any
 
 from envdoctor.pip_plan import PackageState, PlanError, dry_run_argv, evaluate, parse_report, supports_report
 from envdoctor.results import Remedy
-from envdoctor.transport.interface import CommandResult
+from envdoctor.transport.interface import CommandResult, shell_join
 
 #: The key of Remedy.payload that marks a pip install and says what it installs into.
 PAYLOAD_KEY = "pip_install"
@@ -60,20 +60,22 @@ async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, inst
             f"{have} in {prefix} cannot show its install plan (pip install --dry-run --report needs pip >= 22.2), "
             "so fix cannot tell what else it would change: check the command and run it by hand"))
     current = installed.setdefault(prefix, {p.key: p for p in info["installed"]})
-    planned = await run(dry_run_argv(remedy.argv))
+    argv = dry_run_argv(remedy.argv)
+    asked = f"plan: {shell_join(argv)}"
+    planned = await run(argv)
     if planned.exit_status != 0:
-        return InstallOutcome(planned.exit_status, _tail(planned),
+        return InstallOutcome(planned.exit_status, f"{asked}\n{_tail(planned)}",
                               refused=f"pip could not plan the install (exit status {planned.exit_status}): {_tail(planned, 1)}")
     try:
         plan = parse_report(planned.stdout)
     except PlanError as exc:
-        return InstallOutcome(None, _tail(planned), refused=f"pip's plan could not be read: {exc}")
+        return InstallOutcome(None, f"{asked}\n{_tail(planned)}", refused=f"pip's plan could not be read: {exc}")
     verdict = evaluate(plan, current.values(), info.get("markers"))
     lines = tuple(c.describe() for c in verdict.changes)
     if not verdict.safe:
-        return InstallOutcome(None, plan=lines, refused="it would break installed packages: " + "; ".join(verdict.breaks))
+        return InstallOutcome(None, asked, plan=lines, refused="it would break installed packages: " + "; ".join(verdict.breaks))
     if dry_run:
-        return InstallOutcome(None, plan=lines)
+        return InstallOutcome(None, asked, plan=lines)
     if not verdict.changes:
         return InstallOutcome(0, "pip plans no change: the requirement is already met", plan=lines)
     result = await run(remedy.argv)

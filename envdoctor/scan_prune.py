@@ -23,7 +23,7 @@ benchmark check that the findings are the same either way.
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 #: Statements that may be replaced by ``pass``: they bind no name that the scope of a kept
 #: name depends on unless a line of theirs mentions it (which keeps them; see _kept_lines).
@@ -33,7 +33,10 @@ _REPLACEABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, 
                 ast.TryStar, ast.Match)
 
 
-def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Collection[str]) -> set[str]:
+def candidate_names(
+    tree: ast.AST, attributes: Collection[str], entry_points: Collection[str],
+    may_load: Callable[[str], bool] | None = None,
+) -> set[str]:
     """Leftmost names of the calls that might resolve to a loader, and what their aliases name.
 
     A call qualifies when its leftmost name is bound by an import, and it is an attribute
@@ -42,29 +45,44 @@ def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Co
     attribute of one (``X = AutoTokenizer``, ``X = vllm.LLM``) counts as that import; the
     imported name it is assigned from is then a candidate too, since it decides what the
     alias means. Scopes are not told apart here: libcst decides which aliases really hold.
+
+    ``may_load(dotted)`` (given the callee as imported, e.g. ``.model_config.ModelConfig`` or
+    ``transformers.AutoConfig.from_pretrained``) says whether a name can resolve to a loader
+    at all; a call whose every import says no is no candidate (sglang's own ``ModelConfig``
+    shares vLLM's class name and is imported by hundreds of files).
     """
     imported: dict[str, str] = {}
+    #: Name -> the dotted names its imports bind it to (relative ones start with dots).
+    bound_to: dict[str, list[str]] = {}
     #: Alias name -> (leftmost name, last attribute or None) of each value it is assigned alone.
     aliases: dict[str, list[tuple[str, str | None]]] = {}
+    #: Alias name -> (leftmost name, ``.b.c``) of each such value, for ``may_load``.
+    alias_paths: dict[str, list[tuple[str, str]]] = {}
     funcs: list[ast.expr] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
                     imported[alias.asname] = alias.name.rsplit(".", 1)[-1]
+                    bound_to.setdefault(alias.asname, []).append(alias.name)
                 else:
                     top = alias.name.split(".")[0]
                     imported[top] = top
+                    bound_to.setdefault(top, []).append(top)
         elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name != "*":
                     imported[alias.asname or alias.name] = alias.name
+                    joined = f"{base}{alias.name}" if not base or base.endswith(".") else f"{base}.{alias.name}"
+                    bound_to.setdefault(alias.asname or alias.name, []).append(joined)
         elif isinstance(node, ast.Call):
             funcs.append(node.func)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], _leftmost_and_last(node.value)
             if isinstance(target, ast.Name) and value is not None:
                 aliases.setdefault(target.id, []).append(value)
+                alias_paths.setdefault(target.id, []).append((value[0], _attributes(node.value)))
     names: set[str] = set()
     for func in funcs:
         leftmost = func
@@ -74,9 +92,18 @@ def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Co
             continue
         # (leftmost name, what it imports): the name itself, or what its aliases are assigned from.
         meanings = [(leftmost.id, imported[leftmost.id])] if leftmost.id in imported else []
+        if meanings and may_load is not None:
+            rest = _attributes(func)
+            if not any(may_load(full + rest) for full in bound_to.get(leftmost.id, ())):
+                continue
         if not meanings:
             meanings = [(left, last or imported[left])
                         for left, last in aliases.get(leftmost.id, ()) if left in imported]
+            if meanings and may_load is not None:
+                rest = _attributes(func)
+                if not any(may_load(full + path + rest) for left, path in alias_paths.get(leftmost.id, ())
+                           for full in bound_to.get(left, ())):
+                    continue
         for source, target in meanings:
             if isinstance(func, ast.Attribute):
                 wanted = func.attr in attributes or func.attr in entry_points
@@ -85,6 +112,15 @@ def candidate_names(tree: ast.AST, attributes: Collection[str], entry_points: Co
             if wanted:
                 names.update({leftmost.id, source})
     return names
+
+
+def _attributes(func: ast.expr) -> str:
+    """``.b.c`` of ``a.b.c``; "" of a bare name."""
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    return "".join(f".{p}" for p in reversed(parts))
 
 
 def _leftmost_and_last(value: ast.expr) -> tuple[str, str | None] | None:

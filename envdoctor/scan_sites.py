@@ -8,6 +8,7 @@ is imported when a file that passed the byte filter is parsed.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 import libcst as cst
 import libcst.helpers
@@ -283,14 +284,33 @@ def parse_module(source: bytes, path: str) -> tuple[cst.Module | None, ScanError
 _NO_CANDIDATES = object()
 
 
-def _pruned_module(text: str) -> cst.Module | object | None:
+_LOADER_PACKAGES = ("transformers", "vllm")
+
+
+def _may_load(package: str | None, exports: ExportTable | None) -> Callable[[str], bool]:
+    """Whether a callee, as an import names it, can resolve to a loader (see canonical_callee:
+    every loader lives in transformers or vllm, directly or through the package's re-exports)."""
+
+    def may_load(dotted: str) -> bool:
+        absolute = resolve_relative(dotted, package)
+        if absolute is None:
+            return False  # a relative import with no known package never resolves (see _loader)
+        return (absolute.split(".", 1)[0] in _LOADER_PACKAGES
+                or resolve_export(absolute, exports).split(".", 1)[0] in _LOADER_PACKAGES)
+
+    return may_load
+
+
+def _pruned_module(
+    text: str, package: str | None = None, exports: ExportTable | None = None
+) -> cst.Module | object | None:
     """The pruned module to resolve (see :mod:`envdoctor.scan_prune`), _NO_CANDIDATES when
     no call can be a site, or None when the shortcut does not apply (ast cannot read it)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None  # maybe syntax newer than this interpreter's: let libcst decide
-    names = candidate_names(tree, LOADER_METHODS, _VLLM_NAMES)
+    names = candidate_names(tree, LOADER_METHODS, _VLLM_NAMES, _may_load(package, exports))
     if not names:
         return _NO_CANDIDATES
     pruned = prune_source(text, tree, names)
@@ -309,7 +329,7 @@ def sites_in_text(
     """:func:`envdoctor.scan.scan_source` once ``source`` decoded as UTF-8 to ``text``."""
     if problem := source_problem(text):  # libcst recurses per level: bound the nesting first
         return [], ScanError(path, problem)
-    pruned = _pruned_module(text) if shortcuts else None
+    pruned = _pruned_module(text, package, exports) if shortcuts else None
     if pruned is _NO_CANDIDATES:
         return [], None
     if isinstance(pruned, cst.Module):

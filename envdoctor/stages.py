@@ -329,6 +329,11 @@ async def run_stage(
         return StageOutcome(results=results, refused=refused)
     doc = facts_document(spec, facts, model_for(spec, facts, model), draft_layers)
     values = placeholder_values(spec, stage, doc)
+    for name in dict.fromkeys(command_placeholders(stage.command)):
+        invalid = [p for p in doc.get("problems", []) if f"{{{name}}} is " in p]
+        if invalid:  # the model's value was dropped as invalid: say so, not just "not provided"
+            raise EnvdoctorError(f"refusing to run the stage: {invalid[0]}",
+                                 hint="the model's files hold a value no real model has; inspect them")
     command = render_command(stage.command, values)
     log.info("stage_start", host=spec.name, stage=stage.name, command=command, detach=detach)
     python = doc.get("python") or "python3"

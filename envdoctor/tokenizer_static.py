@@ -215,7 +215,6 @@ def from_tokenizer_json(json_files: Mapping[str, Any], reduced: Mapping[str, Any
         by_content.setdefault(tok.content, lookup.get(tok.content, tok.id))
     tokens, unknown = role_tokens(config, special_map, cls, reduced)
     next_id = base + sum(1 for c in by_content if c not in lookup)
-    length = next_id
     ids: dict[str, int | None] = {}
     for role in ROLES:
         content = tokens[role]

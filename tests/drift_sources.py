@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tarfile
 import urllib.request
+import zipfile
 from pathlib import Path
 
 SIMPLE_INDEX = "https://pypi.org/simple/{name}/"
@@ -87,8 +88,26 @@ def download_wheel(requirement: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
                     "--disable-pip-version-check", "-d", str(dest), requirement], check=True)
-    name = requirement.split("==")[0].replace("-", "_")
-    return next(dest.glob(f"{name}-*.whl"))
+    name, version = requirement.split("==")
+    return next(dest.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
+
+
+def install_wheel_sources(wheel: Path, site: Path) -> int:
+    """Unpack a wheel's .py files and its .dist-info (the real METADATA and RECORD) into
+    `site`, as `pip install --no-deps` would lay them out, without its compiled or data
+    files (a static check reads none of them); the number of .py files written."""
+    count = 0
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            top = name.split("/", 1)[0]
+            if name.endswith(".py") or (top.endswith(".dist-info") and not name.endswith("/")):
+                if ".." in name.split("/") or name.startswith("/"):
+                    continue
+                target = site / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(name))
+                count += name.endswith(".py")
+    return count
 
 
 def site_packages(venv: Path) -> Path:

@@ -8,8 +8,8 @@ structure around it: Llama 3.1 (256 reserved special tokens, an eos list), Qwen3
 vocab_size above the tokenizer: unnamed padding slots), DeepSeek-V3 (placeholder tokens,
 MLA/MoE fields, no added_tokens_decoder), Gemma 3 (nested text_config without vocab_size,
 ``<unusedN>``), Mistral v0.3 (``[control_N]``) and tekken (``<SPECIAL_N>``), Qwen2.5-VL (vision_config beside
-text_config, media ids in config.json, chat_template.jinja), Llama 2 with only a sentencepiece
-``tokenizer.model``. No weights, no hub.
+text_config, media ids in config.json, chat_template.jinja), Llama 2 and Mistral v0.3 with only a
+sentencepiece ``tokenizer.model`` (Mistral's [control_N] as control pieces). No weights, no hub.
 
 ``build`` also writes ``ROOT/expect.json`` (outside the model folders): per layout, what the
 test expects beyond transformers' own answer (the mask candidate and the rule that chose it).
@@ -262,10 +262,13 @@ MISTRAL_TEMPLATE = (
 )
 
 
+MISTRAL_NAMES = {0: "<unk>", 1: "<s>", 2: "</s>", 3: "[INST]", 4: "[/INST]", 5: "[TOOL_CALLS]", 6: "[AVAILABLE_TOOLS]",
+                 7: "[/AVAILABLE_TOOLS]", 8: "[TOOL_RESULTS]", 9: "[/TOOL_RESULTS]"}
+
+
 @layout
 def mistral_v0_3(folder: Path) -> dict:
-    low = {0: "<unk>", 1: "<s>", 2: "</s>", 3: "[INST]", 4: "[/INST]", 5: "[TOOL_CALLS]", 6: "[AVAILABLE_TOOLS]",
-           7: "[/AVAILABLE_TOOLS]", 8: "[TOOL_RESULTS]", 9: "[/TOOL_RESULTS]"}
+    low = dict(MISTRAL_NAMES)
     low.update({10 + i: f"[control_{8 + i}]" for i in range(761)})
     added = [(i, c, True) for i, c in low.items()]
     write_tokenizer(folder, 32768, low, added, byte_level=False)
@@ -380,6 +383,32 @@ def llama2_spm(folder: Path) -> dict:
     dump(folder, "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})
     # Every row has a token and none is reserved: the vocabulary must grow.
     return {"mask_candidate": None, "mask_source": "none", "candidates": 0}
+
+
+@layout
+def mistral_spm(folder: Path) -> dict:
+    """Mistral v0.3 as a sentencepiece tokenizer.model only: [INST]... and [control_N] are control pieces 3..770."""
+    import sentencepiece
+
+    controls = [MISTRAL_NAMES[i] for i in range(3, 10)] + [f"[control_{8 + i}]" for i in range(761)]
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(SPM_TEXT), model_prefix=str(folder / "tokenizer"), vocab_size=1100, model_type="bpe",
+        byte_fallback=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, control_symbols=controls,
+        hard_vocab_limit=False, minloglevel=2)
+    (folder / "tokenizer.vocab").unlink()
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(folder / "tokenizer.model")).get_piece_size()
+    specials = {0: "<unk>", 1: "<s>", 2: "</s>", **{3 + i: c for i, c in enumerate(controls)}}
+    dump(folder, "tokenizer_config.json", {
+        "added_tokens_decoder": {str(i): {"content": c, "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": True} for i, c in specials.items()},
+        "add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "legacy": False, "model_max_length": 32768, "tokenizer_class": "LlamaTokenizer", "chat_template": MISTRAL_TEMPLATE})
+    dump(folder, "config.json", {
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": pieces,
+        "bos_token_id": 1, "eos_token_id": 2})
+    dump(folder, "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2})
+    return {"mask_candidate": 10, "mask_source": "reserved", "candidates": 761}
 
 
 def build(root: Path, names: list[str] | None = None) -> dict[str, Path]:

@@ -122,7 +122,9 @@ class _Judge:
             if target.kind == "class":
                 callees.append(constructor(self.resolver, target))
             elif target.kind == "def":
-                callees.append(function_callee(self.resolver, target))
+                bound = bool(use.get("call", {}).get("bound")) and not any(
+                    d.split(".")[-1] in ("staticmethod", "classmethod") for d, _ in target.binding.get("dec", []))
+                callees.append(function_callee(self.resolver, target, drop_first=bound))
             elif target.kind == "unresolved":
                 callees.append(Callee(None, target.module, 0, use["path"], unknown=target.why))
             else:

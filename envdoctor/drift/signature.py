@@ -89,13 +89,6 @@ def function_callee(resolver: Resolver, target: Target, drop_first: bool = False
     return Callee(binding["sig"], target.module, binding["line"], where, drop_first=drop_first)
 
 
-def method_callee(resolver: Resolver, target: Target) -> Callee:
-    """A method reached through its class: explicit self for a plain function, none for a
-    classmethod (the class is bound) or a staticmethod."""
-    callee = function_callee(resolver, target)
-    return callee
-
-
 def mro(resolver: Resolver, target: Target, limit: int = 32) -> list[Target]:
     """The class and its bases, depth first, left to right (enough for single-provider code)."""
     order: list[Target] = []

@@ -52,4 +52,7 @@ def gpu_facts(section: Any) -> dict[str, Any] | None:
     (None when the probe did not read it)."""
     if not isinstance(section, dict):
         return None
-    return gpu_document(GpuStack.from_probe(section))
+    try:
+        return gpu_document(GpuStack.from_probe(section))
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a host's answer is untrusted input
+        return {"error": f"the probe's GPU stack facts are malformed ({type(exc).__name__})"}

@@ -125,7 +125,7 @@ class GpuStack:
         driver_raw = raw.get("driver") or {}
         return cls(
             driver=_driver(driver_raw, smi),
-            gpus=tuple(_gpu(i, g) for i, g in enumerate(smi.get("gpus") or [])),
+            gpus=tuple(_gpu(i, g) for i, g in enumerate(smi.get("gpus") or driver_raw.get("gpus") or [])),
             smi=smi.get("path"),
             smi_error=smi.get("error"),
             torch_version=torch.get("version"),
@@ -177,8 +177,8 @@ def _binary(raw: Mapping[str, Any]) -> Binary:
     fatbin = raw.get("fatbin") or {}
     containers = []
     for group in fatbin.get("groups") or []:
-        ptx = tuple(tuple(p.split("@", 1)) if "@" in p else (p, "") for p in group.get("ptx") or [])
-        containers.append(Container(tuple(group.get("sass") or []), ptx, int(group.get("count", 1))))  # type: ignore[arg-type]  # pairs
+        ptx = tuple(_ptx_entry(str(p)) for p in group.get("ptx") or [])
+        containers.append(Container(tuple(str(a) for a in group.get("sass") or []), ptx, int(group.get("count", 1))))
     return Binary(
         path=str(raw.get("path", "")), relpath=str(raw.get("relpath", "")), kind=str(raw.get("kind", "extension")),
         distribution=raw.get("distribution"), version=raw.get("version"), torch_pin=raw.get("torch_pin"),
@@ -186,6 +186,12 @@ def _binary(raw: Mapping[str, Any]) -> Binary:
         missing=tuple(raw.get("missing") or ()), missing_count=int(raw.get("missing_count") or 0),
         torch_libs_absent=tuple(raw.get("torch_libs_absent") or ()), error=raw.get("error") or raw.get("abi_error"),
     )
+
+
+def _ptx_entry(text: str) -> tuple[str, str]:
+    """'compute_90@8.4' (the probe's form) -> ('compute_90', '8.4')."""
+    arch, _, isa = text.partition("@")
+    return arch, isa
 
 
 def _arch_order(arch: str) -> tuple[int, str]:
@@ -219,11 +225,11 @@ def ptx_runs(arch: str, isa: str, cc: CC, driver: str | None) -> bool | None:
     target, specific = parsed
     if (specific and cc != target) or cc < target:
         return False
-    needed = tables.ptx_min_driver(isa)
-    have = version_key(driver)
-    if needed is None or have is None:
+    row = tables.ptx_min_driver(isa)
+    have, need = version_key(driver), version_key(row.value if row else None)
+    if need is None or have is None:
         return None
-    return have >= version_key(needed.value)  # type: ignore[operator]  # both parsed from the tables
+    return have >= need
 
 
 @dataclass(frozen=True)
@@ -278,4 +284,4 @@ def usability(binary: Binary, cc: CC, driver: str | None) -> Usability:
 
 def arch_list_for(gpus: Sequence[Gpu]) -> str:
     """A TORCH_CUDA_ARCH_LIST that builds machine code for these GPUs ("9.0;10.3")."""
-    return ";".join(sorted({g.cc_text for g in gpus if g.cc}, key=version_key))  # type: ignore[arg-type,return-value]
+    return ";".join(f"{major}.{minor}" for major, minor in sorted({g.cc for g in gpus if g.cc}))

@@ -228,10 +228,10 @@ def abi_findings(stack: GpuStack, demangle: Demangler | None) -> list[Finding]:
     for binary in stack.binaries:
         built_for = f"built for torch=={binary.torch_pin}" if binary.torch_pin else "built for another torch"
         if binary.torch_libs_absent:
-            have = f"torch {torch}" if torch else "no torch (torch is not installed)"
-            out.append(Finding("fail", "abi", f"{binary.label} needs {', '.join(binary.torch_libs_absent)}, which "
-                               f"{have} does not have: importing it fails",
-                               _pin_remedy(binary, torch)))
+            libs = ", ".join(binary.torch_libs_absent)
+            text = (f"{binary.label} needs {libs}, which torch {torch} does not have" if torch else
+                    f"{binary.label} needs torch's {libs}, and torch is not installed")
+            out.append(Finding("fail", "abi", text + ": importing it fails", _pin_remedy(binary, torch)))
         if binary.missing_count:
             listed = "; ".join(shown.get(s, s) for s in binary.missing)
             more = f" (and {binary.missing_count - len(binary.missing)} more)" if binary.missing_count > len(binary.missing) else ""
@@ -255,6 +255,8 @@ def abi_findings(stack: GpuStack, demangle: Demangler | None) -> list[Finding]:
 
 def _pin_remedy(binary: Binary, torch: str | None) -> str:
     owner = binary.distribution or binary.top
+    if torch is None:
+        return f"install torch=={binary.torch_pin}" if binary.torch_pin else "install the torch it was built for"
     if binary.torch_pin:
         return (f"install torch=={binary.torch_pin} (the pin of {owner} {binary.version}), or a {owner} release "
                 f"built for torch {torch}")

@@ -14,6 +14,7 @@
 # of the RECORDs involved, and checked against the stat of every file it read: an
 # unchanged venv is answered from the cache.
 
+import ast
 import hashlib
 import json
 import os
@@ -208,8 +209,6 @@ def entry_closure(consumers, entry, files):
         try:
             with open_regular(path) as handle:
                 data = handle.read()
-            import ast
-
             tree = ast.parse(data)
         except (OSError, SyntaxError, ValueError):
             continue
@@ -307,88 +306,85 @@ def drift_section(args, emit):
 
 
 def analyse(args, sites):
-    max_file = int(args.get("max_file_bytes", 4 * 1024 * 1024))
-    max_files = int(args.get("max_files", 20000))
     consumers, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
     owners = TopOwners(sites)
-    modules = ModuleFiles(sites, max_file)
+    modules = ModuleFiles(sites, int(args.get("max_file_bytes", 4 * 1024 * 1024)))
     files = {}
     for dist in consumers:
         files[dist["name"]] = [r for r in (src_record_python_files(dist) or []) if not r.startswith("..")]
     entry = args.get("entry")
     scope = entry_closure(consumers, entry, files) if entry else None
-    providers_wanted = set(canonical_name(p) for p in args.get("providers") or [])
-    out_consumers = []
-    provider_info = {}
-    parsed = 0
+    wanted = set(canonical_name(p) for p in args.get("providers") or [])
+    budget = {"files": int(args.get("max_files", 20000)), "parsed": 0}
     resolver = Resolver(modules.load)
+    out_consumers = []
     for dist in consumers:
-        own = canonical_name(dist["name"])
-        rels = files[dist["name"]]
-        if scope is not None:
-            rels = [r for r in rels if r in scope]
-        record = {"name": dist["name"], "version": dist["version"], "reason": dist["reason"],
-                  "files": 0, "providers": [], "requires": [], "uses": []}
-        try:
-            record["requires"] = read_headers(os.path.join(dist["dist_info"], "METADATA")).get_all("Requires-Dist") or []
-        except OSError:
-            pass
-        own_tops = set(r.split("/")[0][:-3] if "/" not in r else r.split("/")[0] for r in rels)
-
-        def is_provider(top, own=own, own_tops=own_tops):
-            owner = owners.get(top) if top not in own_tops else None
-            if owner is None or canonical_name(owner["name"]) == own:
-                return False
-            return not providers_wanted or canonical_name(owner["name"]) in providers_wanted
-        for rel in rels:
-            if parsed >= max_files:
-                record["truncated"] = True
-                break
-            path = os.path.join(dist["site"], rel)
-            try:
-                data = modules.read_file(path)
-            except OSError as exc:
-                modules.errors.append({"path": rel, "message": str(exc)})
-                continue
-            if not any(is_provider(t) for t in import_lines(data)):
-                continue  # imports no other installed distribution (of those asked): nothing to parse for
-            module, is_package = module_of(rel)
-            try:
-                import ast
-
-                tree = ast.parse(data, filename=rel)
-            except (SyntaxError, ValueError, RecursionError) as exc:
-                modules.errors.append({"path": rel, "message": "does not parse: %s" % exc})
-                continue
-            parsed += 1
-            record["files"] += 1
-            bindings = Bindings(tree, module, is_package)
-            tops = {}
-            for top in bindings.tops:
-                if is_provider(top):
-                    tops[top] = owners.get(top)
-            if not tops:
-                continue
-            for use in UseFinder(tree, module, is_package, set(tops), bindings).run():
-                top = use["path"].split(".")[0]
-                owner = tops[top]
-                use["file"] = rel
-                use["provider"] = owner["name"]
-                record["uses"].append(use)
-                if owner["name"] not in record["providers"]:
-                    record["providers"].append(owner["name"])
-                provider_info[owner["name"]] = {"version": owner["version"], "requires": owner["requires"]}
-                resolve_use(resolver, use)
-        out_consumers.append(record)
+        rels = [r for r in files[dist["name"]] if scope is None or r in scope]
+        out_consumers.append(consumer_uses(dist, rels, owners, wanted, modules, resolver, budget))
     summaries = dict((m, s) for m, s in modules.summaries.items() if s is not None)
+    providers = {}
     import_names = {}
     for top, owner in owners.found.items():
         if owner is not None:
             import_names[top] = owner["name"]
+            providers[owner["name"]] = {"version": owner["version"], "requires": owner["requires"]}
+    used = set(p for c in out_consumers for p in c["providers"])
     return {"site_packages": sites, "import_names": import_names, "consumers": out_consumers, "not_found": not_found,
-            "providers": provider_info, "modules": summaries, "errors": modules.errors,
-            "files_parsed": parsed + len(summaries), "bytes_read": modules.bytes, "entry": entry,
-            "scoped_files": sorted(scope) if scope is not None else None, "_read": modules.read}
+            "providers": dict((k, v) for k, v in providers.items() if k in used), "modules": summaries,
+            "errors": modules.errors, "files_parsed": budget["parsed"] + len(summaries), "bytes_read": modules.bytes,
+            "entry": entry, "scoped_files": sorted(scope) if scope is not None else None, "_read": modules.read}
+
+
+def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget):
+    """One consumer's uses of the other installed distributions (`wanted` ones when named),
+    each resolved once here so the provider modules it reaches are read and shipped."""
+    own = canonical_name(dist["name"])
+    record = {"name": dist["name"], "version": dist["version"], "reason": dist["reason"],
+              "files": 0, "providers": [], "requires": [], "uses": []}
+    try:
+        record["requires"] = read_headers(os.path.join(dist["dist_info"], "METADATA")).get_all("Requires-Dist") or []
+    except OSError:
+        pass
+    own_tops = set(r.split("/")[0][:-3] if "/" not in r else r.split("/")[0] for r in rels)
+
+    def is_provider(top):
+        owner = owners.get(top) if top not in own_tops else None
+        if owner is None or canonical_name(owner["name"]) == own:
+            return False
+        return not wanted or canonical_name(owner["name"]) in wanted
+
+    for rel in rels:
+        if budget["parsed"] >= budget["files"]:
+            record["truncated"] = True
+            break
+        try:
+            data = modules.read_file(os.path.join(dist["site"], rel))
+        except OSError as exc:
+            modules.errors.append({"path": rel, "message": str(exc)})
+            continue
+        if not any(is_provider(t) for t in import_lines(data)):
+            continue  # imports no other installed distribution (of those asked): nothing to parse for
+        module, is_package = module_of(rel)
+        try:
+            tree = ast.parse(data, filename=rel)
+        except (SyntaxError, ValueError, RecursionError) as exc:
+            modules.errors.append({"path": rel, "message": "does not parse: %s" % exc})
+            continue
+        budget["parsed"] += 1
+        record["files"] += 1
+        bindings = Bindings(tree, module, is_package)
+        tops = dict((top, owners.get(top)) for top in bindings.tops if is_provider(top))
+        if not tops:
+            continue
+        for use in UseFinder(tree, module, is_package, set(tops), bindings).run():
+            owner = tops[use["path"].split(".")[0]]
+            use["file"] = rel
+            use["provider"] = owner["name"]
+            record["uses"].append(use)
+            if owner["name"] not in record["providers"]:
+                record["providers"].append(owner["name"])
+            resolve_use(resolver, use)
+    return record
 
 
 def resolve_use(resolver, use):

@@ -108,12 +108,31 @@ def decorator_list(node):
 
 
 def _uses_wraps(func):
+    """A decorator whose wrapper is made with functools.wraps and forwards what it is given:
+    one that edits its **kwargs first (huggingface_hub's validate_hf_hub_args drops
+    deprecated keywords) changes what the wrapped function accepts."""
     for node in ast.walk(func):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not func:
             for dec in node.decorator_list:
                 target = dec.func if isinstance(dec, ast.Call) else dec
                 if (dotted(target) or "").split(".")[-1] == "wraps":
-                    return True
+                    return not _edits_kwargs(node)
+    return False
+
+
+def _edits_kwargs(func):
+    kwarg = func.args.kwarg.arg if func.args.kwarg is not None else None
+    if kwarg is None:
+        return False
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and node.id == kwarg and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == kwarg \
+                and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == kwarg and node.func.attr in ("pop", "update", "setdefault", "clear", "popitem"):
+            return True
     return False
 
 

@@ -110,11 +110,14 @@ class UseFinder(object):
         self.uses = []
         self.tries = 0
         self.tree = tree
+        self.super_base = None  # the provider class the class being visited derives from
         # `lt_4_56 = version.parse(transformers.__version__) < version.parse("4.56")`, then
         # `if lt_4_56:` — a flag bound once to a version test stands for it.
         tests = {}
         for name, compare in self.bindings.compares:
-            tests.setdefault(name, []).append(self.version_test(compare))
+            test = self.version_test(compare)
+            if test not in tests.setdefault(name, []):
+                tests[name].append(test)
         self.version_flags = dict((n, t[0]) for n, t in tests.items() if len(t) == 1 and t[0] is not None)
 
     def run(self):
@@ -126,7 +129,17 @@ class UseFinder(object):
             self.visit(node, guards)
 
     def visit(self, node, guards):
-        if isinstance(node, ast.If):
+        if isinstance(node, ast.ClassDef):
+            # super().m(...) in a subclass of a provider class calls the provider's m (bound):
+            # only with that one base, so no other class of the MRO can provide m first.
+            outer = self.super_base
+            first = self.watched(node.bases[0]) if len(node.bases) == 1 else None
+            self.super_base = first[0] if first is not None and not first[1] else None
+            for item in node.bases + node.decorator_list + [k.value for k in node.keywords]:
+                self.visit_expr(item, guards)
+            self.visit_block(node.body, guards)
+            self.super_base = outer
+        elif isinstance(node, ast.If):
             self.visit_expr(node.test, guards)
             body_guard, else_guard = self.condition_guards(node.test)
             self.visit_block(node.body, guards + body_guard)
@@ -179,6 +192,8 @@ class UseFinder(object):
                 if path is not None:
                     callees.add(id(item.func))
                     self.add_call(item, path, guards)
+                elif self.super_base is not None and self.is_super_call(item.func):
+                    self.add_call(item, (self.super_base + "." + item.func.attr, False), guards, bound=True)
             elif isinstance(item, ast.Attribute) and id(item) not in callees and isinstance(item.ctx, ast.Load):
                 path = self.watched(item)
                 if path is not None:
@@ -189,6 +204,13 @@ class UseFinder(object):
                 # the inner chain of a.b.c is not a use of its own
                 callees.add(id(item.value))
             stack.extend(ast.iter_child_nodes(item))
+
+    @staticmethod
+    def is_super_call(func):
+        """`super().name` (with arguments, super may start the lookup anywhere)."""
+        return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"
+                and not func.value.args)
 
     def watched(self, node):
         """(dotted provider path, ambiguous) for a Name or attribute chain on a watched import."""
@@ -201,12 +223,15 @@ class UseFinder(object):
             return None
         return ".".join([path] + parts[1:]), ambiguous
 
-    def add_call(self, call, path, guards):
+    def add_call(self, call, path, guards, bound=False):
         kws = [kw.arg for kw in call.keywords if kw.arg]
         shape = {"n": sum(1 for a in call.args if not type(a).__name__ == "Starred"),
                  "star": any(type(a).__name__ == "Starred" for a in call.args),
                  "kw": kws, "dstar": any(kw.arg is None for kw in call.keywords)}
-        self.add(call, path[0], "call", dotted(call.func), guards, ambiguous=path[1], call=shape)
+        if bound:
+            shape["bound"] = 1
+        self.add(call, path[0], "call", dotted(call.func) or "super()." + call.func.attr, guards,
+                 ambiguous=path[1], call=shape)
 
     def add(self, node, path, kind, written, guards, ambiguous=False, call=None):
         use = {"line": getattr(node, "lineno", 0), "path": path, "kind": kind, "src": written}

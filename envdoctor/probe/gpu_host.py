@@ -65,9 +65,27 @@ def driver_facts(root):
             facts["kernel"] = {"version": version, "source": path}
             break
         facts["errors"].append("%s: no version in %r" % (path, line[:80]))
+    facts["gpus"] = proc_gpus(root)
     facts["libcuda"] = libcuda_files(root)
     facts["compat"] = compat_folders(root)
     return facts
+
+
+def proc_gpus(root):
+    """GPU model names the kernel module lists (/proc/driver/nvidia/gpus/*/information):
+    what is known of the GPUs when nvidia-smi is not on PATH (a slim container)."""
+    import glob
+
+    found = []
+    for path in sorted(glob.glob(rooted(root, "/proc/driver/nvidia/gpus/*/information")))[:64]:
+        try:
+            text = read_small(path)
+        except (OSError, UnicodeError):
+            continue
+        model = re.search(r"^Model:\s*(.+?)\s*$", text, re.M)
+        if model:
+            found.append({"name": model.group(1), "source": path})
+    return found
 
 
 def loader_folders(root):

@@ -22,7 +22,7 @@ import time
 
 from envdoctor.probe.audit_hash import write_private
 from envdoctor.probe.audit_record import fsb, stat_key
-from envdoctor.probe.core import open_regular, read_headers, section, site_dirs
+from envdoctor.probe.core import open_regular, section, site_dirs
 from envdoctor.probe.gpu_elf import TORCH_LIBS, Elf, ElfError, ExportTable, dynamic_needed, fatbin_summary, torch_undefined
 from envdoctor.probe.gpu_host import driver_facts, host_root, read_small, read_small_limit, smi_facts, torch_facts
 
@@ -31,6 +31,7 @@ GPU_CACHE_NAME = "gpu-stack-cache"
 #: A file changed this close to the run is not cached (its stat key could repeat).
 RACY_SECONDS = 3
 MAX_MISSING_LISTED = 40
+MAX_NAME = 2048
 MAX_WALK_ENTRIES = 400000
 RECORD_LIMIT = 4 << 20
 #: Folders of site-packages never searched for extension modules: torch is read on its own,
@@ -154,13 +155,26 @@ def torch_pin(owner):
     if "pin" not in owner:
         owner["pin"] = None
         try:
-            for req in read_headers(owner["metadata"]).get_all("Requires-Dist") or []:
+            for req in requires_dist(owner["metadata"]):
                 match = re.match(r"^\s*torch\s*(?:\[[^\]]*\])?\s*\(?\s*==\s*([^\s,;)]+)", req)
                 if match and "extra" not in req.partition(";")[2]:
                     owner["pin"] = match.group(1)
         except (OSError, UnicodeError):
             pass
     return owner["pin"]
+
+
+def requires_dist(path):
+    """The Requires-Dist values of a METADATA file's header block. A line scan rather than
+    the email parser: importing that costs more than the whole re-check."""
+    found = []
+    with open_regular(path) as handle:
+        for raw in handle:
+            if raw in (b"\n", b"\r\n"):
+                break
+            if raw[:14].lower() == b"requires-dist:":
+                found.append(raw[14:].decode("utf-8", "replace").strip())
+    return found
 
 
 class GpuCache(object):
@@ -187,9 +201,9 @@ class GpuCache(object):
                     return
                 data = json.loads(handle.read().decode("utf-8"))
             if data.get("version") == GPU_CACHE_VERSION:
-                self.binaries = data.get("binaries") or {}
-                self.exports = data.get("exports") or {}
-                self.walks = data.get("walks") or {}
+                self.binaries = valid_entries(data.get("binaries"), ("key", "value"))
+                self.exports = valid_entries(data.get("exports"), ("key", "yes", "no"))
+                self.walks = valid_entries(data.get("walks"), ("dirs", "found"))
         except (OSError, ValueError, AttributeError):
             pass
 
@@ -257,6 +271,13 @@ class GpuCache(object):
             return False
         return write_private(self.folder, GPU_CACHE_NAME, {"version": GPU_CACHE_VERSION, "binaries": self.used,
                                                            "exports": exports, "walks": self.used_walks})
+
+
+def valid_entries(table, keys):
+    """The entries of a cache table that have the shape this code reads (anything else: gone)."""
+    if not isinstance(table, dict):
+        return {}
+    return dict((k, v) for k, v in table.items() if isinstance(v, dict) and all(key in v for key in keys))
 
 
 def gpu_cache_folder(prefix):
@@ -413,7 +434,8 @@ def gpu_stack_section(args, emit):
                 else:
                     item.update(torch_libs=scope, torch_libs_absent=absent,
                                 torch_symbols=len(record.get("torch_needed", [])),
-                                missing=missing[:MAX_MISSING_LISTED], missing_count=len(missing))
+                                missing=[m[:MAX_NAME] for m in missing[:MAX_MISSING_LISTED]],
+                                missing_count=len(missing))
             result["binaries"].append(item)
     result["walk_truncated"] = budget[0] <= 0
     result["cache"] = {"folder": cache.folder, "hits": cache.hits, "walks_replayed": cache.walk_hits,

@@ -25,10 +25,11 @@ MODEL_MAX_TEMPLATES = 16
 MODEL_MAX_ADDED_TEXT = 8 * 1024 * 1024
 
 #: Names vocabularies give to ids kept for later use: candidates for a drafter's mask token.
+#: (Not T5's <extra_id_N>: those sentinels are used in pretraining.)
 RESERVED_TOKEN_PATTERN = (
     r"^(<\|reserved_special_token_\d+\|>|<\|reserved_token_\d+\|>|<\|reserved_\d+\|>|<reserved_\d+>"
     r"|\[unused\d+\]|<unused\d+>|\[control_\d+\]|<SPECIAL_\d+>|<\|place\u2581holder\u2581no\u2581\d+\|>"
-    r"|<\uff5cplace\u2581holder\u2581no\u2581\d+\uff5c>|<\|extra_\d+\|>|<extra_id_\d+>)$"
+    r"|<\uff5cplace\u2581holder\u2581no\u2581\d+\uff5c>|<\|extra_\d+\|>)$"
 )
 RESERVED_TOKEN_RE = re.compile(RESERVED_TOKEN_PATTERN)
 #: Keys of tokenizer_config.json / special_tokens_map.json that hold token strings.

@@ -7,7 +7,15 @@ import json
 import os
 import subprocess
 
-from envdoctor.probe.core import canonical_name, env_site_dirs, read_headers, section, site_dirs, venv_prefix_of
+from envdoctor.probe.core import (
+    canonical_name,
+    env_site_dirs,
+    open_regular,
+    read_headers,
+    section,
+    site_dirs,
+    venv_prefix_of,
+)
 from envdoctor.probe.discovery import describe_static, discover_envs
 
 # Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
@@ -89,6 +97,44 @@ def read_distribution(site, entry):
     else:
         dist["requires"] = egg_requires(folder) if os.path.isdir(folder) else []
     return dist
+
+
+def pth_paths(site):
+    """The folders the .pth files of a site folder put on sys.path, as site.addpackage does it
+    (files in sorted order; blank and # lines skipped; a path relative to the site folder, kept
+    when it exists), read, never run: an `import` line is code, skipped. Hidden .pth files are
+    skipped as Python does since the gh-113659 security fix (3.13, and 3.8-3.12 point releases
+    of 2024); an older interpreter would still read one."""
+    try:
+        names = sorted(n for n in os.listdir(site) if n.endswith(".pth") and not n.startswith("."))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            with open_regular(os.path.join(site, name)) as handle:
+                text = handle.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("#") or not line.strip() or line.startswith(("import ", "import\t")):
+                continue
+            path = os.path.abspath(os.path.join(site, line.rstrip()))
+            if path not in found and os.path.exists(path):
+                found.append(path)
+    return found
+
+
+def with_pth_paths(sites):
+    """Site folders each followed by what its .pth files add (site.addsitedir's order): the
+    probe runs interpreters with -S, so the folders a .pth adds (an editable install, a
+    `--target` folder) are found here, without running anything."""
+    paths = []
+    for site in sites:
+        for path in [site] + pth_paths(site):
+            if path not in paths:
+                paths.append(path)
+    return paths
 
 
 def metadata_entries(sys_path):
@@ -182,10 +228,10 @@ def finish_inspection(prefix, python, proc, error, timeout):
     if info is not None:
         env.update(info)
         env["prefix"] = prefix or info["prefix"]
-        sites = env_site_dirs(prefix or venv_prefix_of(python) or None)
+        sites = with_pth_paths(env_site_dirs(prefix or venv_prefix_of(python) or None))
         sys_path = info["sys_path"] + [p for p in sites if p not in info["sys_path"]]
     else:
-        sys_path = site_dirs(prefix) if prefix else []
+        sys_path = with_pth_paths(site_dirs(prefix)) if prefix else []
     env["site_packages"] = [p for p in sys_path if p.endswith("-packages")]
     env["distributions"] = read_distributions(sys_path)
     return env

@@ -36,7 +36,8 @@ def render(report: FleetReport) -> str:
             case = ET.SubElement(suite, "testcase", classname=f"{host.spec.name}.fix", name=action.command)
             counts["tests"] += 1
             if not action.ok:
-                ET.SubElement(case, "failure", message=f"exit status {action.exit_status}").text = action.output
+                message = f"not run, fix by hand: {action.refused}" if action.refused else f"exit status {action.exit_status}"
+                ET.SubElement(case, "failure", message=message).text = "\n".join([*action.plan, action.output]).strip()
                 counts["failures"] += 1
         for key, value in counts.items():
             suite.set(key, str(value))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
+from envdoctor.transport import ssh_g_cache
 from envdoctor.transport.ssh_config_resolve import BUILTIN, resolve_builtin
 from envdoctor.transport.ssh_tokens import TokenContext, expand_path, local_account
 from envdoctor.transport.target import ConnectionPlan, ResolvedHost, SSHOptions, SSHTarget
@@ -93,7 +94,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
 
 
 def ssh_error_line(stderr: bytes) -> str:
-    """ssh's own complaint, one line: the last that is not a warning about terminals."""
+    """ssh's own complaint, one line: the first that is not its notice about terminals."""
     lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines()]
     useful = [ln for ln in lines if ln and not ln.startswith("Pseudo-terminal")]
     return useful[0] if useful else "no reason given"
@@ -122,6 +123,7 @@ class HostResolver:
         self._done: dict[tuple[str, str | None, int | None], ResolvedHost] = {}
         self._pending: dict[tuple[str, str | None, int | None], asyncio.Future[ResolvedHost]] = {}
         self._limit: asyncio.Semaphore | None = None
+        self._cache_state: ssh_g_cache.ConfigState | None = None
         self._announced = False
 
     async def resolve(self, destination: str, user: str | None = None, port: int | None = None) -> ResolvedHost:
@@ -169,6 +171,13 @@ class HostResolver:
         if port:
             argv += ["-p", str(port)]
         argv += ["--", destination]
+        if self._cache_state is None:
+            self._cache_state = ssh_g_cache.config_state(self.ssh, self.config_file)
+            if self._cache_state.digest is None:
+                log.info("ssh_g_not_cached", reason=self._cache_state.reason)
+        cached = ssh_g_cache.load(self._cache_state, destination, user, port)
+        if cached is not None:
+            return parse_ssh_g(cached, destination)
         if self._limit is None:
             self._limit = asyncio.Semaphore(MAX_SSH_G_PROCESSES)
         async with self._limit:
@@ -185,10 +194,18 @@ class HostResolver:
                 await proc.wait()
                 raise ConfigError(f"ssh -G {destination} did not finish within {SSH_G_TIMEOUT:g}s",
                                   hint="a 'Match exec' command in the SSH config may hang") from None
+        if proc.returncode != 0 and b"option -- G" in err:
+            # An ssh that has no -G (Dropbear's, OpenSSH before 6.8): the built-in parser stands in.
+            log.info("ssh_resolver", resolver=BUILTIN, reason=f"{self.ssh} has no -G option")
+            self.ssh, self.resolver = None, BUILTIN
+            return resolve_builtin(destination, config_file=self.config_file, user=user, port=port)
         if proc.returncode != 0:
             raise ConfigError(f"SSH config for {destination}: {ssh_error_line(err)}",
                               hint="`ssh -G` refuses it too; fix the SSH config")
-        return parse_ssh_g(out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape"), destination)
+        answer = out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape")
+        resolved = parse_ssh_g(answer, destination)
+        ssh_g_cache.store(self._cache_state, destination, user, port, answer)
+        return resolved
 
     async def plan(self, destination: str, user: str | None = None, port: int | None = None) -> ConnectionPlan:
         target = await self.resolve(destination, user, port)
@@ -241,3 +258,4 @@ def resolve_all(targets: Sequence[SSHTarget], options: SSHOptions) -> None:
         await asyncio.gather(*(one(t) for t in dict.fromkeys(targets)))
 
     asyncio.run(every())
+    ssh_g_cache.prune()

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_venv
-from tests.drift_sources import download_sdist, download_wheel, install_sdist_sources, site_packages
+from tests.drift_sources import (
+    download_sdist,
+    download_wheel,
+    install_sdist_sources,
+    install_wheel_sources,
+    site_packages,
+)
 
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
 #: The findings the issue names, checked by hand against vLLM 0.16.0's source:
@@ -29,8 +35,9 @@ EXPECTED_0_16 = {
 @pytest.fixture(scope="session")
 def drift_venv(tmp_path_factory: pytest.TempPathFactory):
     """venv(key) -> a real venv, built once per session: "0.16.0", "0.11.0", "0.33.0" hold
-    speculators 0.3.0 (--no-deps) beside that vLLM's sources; "sglang" holds sglang 0.5.3 and
-    flashinfer-python 0.7.4 installed from their wheels with --no-deps."""
+    speculators 0.3.0 (--no-deps) beside that vLLM's sources; "sglang" holds the .py files
+    and dist-info of the sglang 0.5.3 and flashinfer-python 0.7.4 wheels (about 100 MB of
+    downloads, unpacked without their compiled parts)."""
     downloads = tmp_path_factory.mktemp("drift-downloads")
     root = tmp_path_factory.mktemp("drift-venvs")
     built: dict[str, Path] = {}
@@ -41,8 +48,8 @@ def drift_venv(tmp_path_factory: pytest.TempPathFactory):
         venv = make_venv(root / key)
         python = str(venv / "bin" / "python")
         if key == "sglang":
-            subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
-                            "sglang==0.5.3", "flashinfer-python==0.7.4"], check=True)
+            for requirement in ("sglang==0.5.3", "flashinfer-python==0.7.4"):
+                install_wheel_sources(download_wheel(requirement, downloads), site_packages(venv))
         else:
             wheel = download_wheel("speculators==0.3.0", downloads)
             subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(wheel)],

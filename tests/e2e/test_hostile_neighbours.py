@@ -176,6 +176,7 @@ def evil_stage_setup(tmp_path_factory, venv_factory) -> dict[str, Path]:
     model = build_kimi(root / "Kimi", mark=root / "MODEL-CODE-RAN")
     config = json.loads((model / "tokenizer_config.json").read_text())
     config["tokenizer_class"] = f"X$(touch {marker})`touch {marker}`"
+    del config["auto_map"]  # (else the class name comes from auto_map)
     (model / "tokenizer_config.json").write_text(json.dumps(config))
     venv = venv_factory("evil stage venv")
     stages = {
@@ -296,8 +297,8 @@ def test_a_hostile_host_answer_is_that_hosts_error_only(run_cli, sshd, venv_fact
             continue
         hosts = hosts_by_name(res.stdout)
         assert results_by_id(hosts["good"])["python.venv"]["status"] == "pass"
-        bad = results_by_id(hosts["bad"])["host.reachable"]
-        assert bad["status"] == "error" and "probe" in bad["message"].lower() + json.dumps(bad.get("details"))
+        problems = [r for r in hosts["bad"]["results"] if r["status"] in ("fail", "error")]
+        assert problems and "probe" in problems[0]["message"], hosts["bad"]["results"][:3]
 
 
 def test_a_model_file_of_5000_nested_parentheses_does_not_crash_the_run(run_cli, sshd, venv_factory, tmp_path):
@@ -327,13 +328,15 @@ def spying_index() -> Iterator[tuple[str, list[dict[str, object]]]]:
     seen: list[dict[str, object]] = []
 
     def password_on_some_argv() -> bool:
+        """Whether a pip process (not envdoctor's own command line, where the user typed it) shows it."""
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
-                    if PASSWORD.encode() in (entry / "cmdline").read_bytes():
-                        return True
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
+                if b"envdoctor" not in argv and any(PASSWORD.encode() in word for word in argv):
+                    return True
         return False
 
     class Spy(http.server.BaseHTTPRequestHandler):
@@ -398,9 +401,10 @@ def test_output_never_writes_through_a_neighbours_symlink(run_cli, other_user, t
 
 def test_terminal_escapes_from_a_model_are_escaped_in_text_and_stripped_from_junit(run_cli, sshd, venv_factory, tmp_path):
     """A tokenizer_class with ESC/BEL and a newline cannot set the title or draw a fake line; JUnit stays XML."""
-    model = build_kimi(tmp_path / "Kimi", mark=tmp_path / "MODEL-CODE-RAN")
+    model = build_kimi(tmp_path / "Kimi", mark=tmp_path / "MODEL-CODE-RAN", chat_template=False)
     config = json.loads((model / "tokenizer_config.json").read_text())
     config["tokenizer_class"] = "Evil\x1b]0;pwned\x07\x1b[2J\x01\n  \u2713 all checks passed"
+    del config["auto_map"]  # (else the class name comes from auto_map)
     (model / "tokenizer_config.json").write_text(json.dumps(config))
     venv = venv_factory("escape venv")
     args = ["check", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(venv), "--model", str(model)]

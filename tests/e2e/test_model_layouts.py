@@ -22,8 +22,8 @@ from tests.kimi_fixture import CONFIG_ONLY_IDS, K26_NAMED, KIMI_CHAT_TEMPLATE, N
 pytestmark = pytest.mark.e2e
 
 TESTS = Path(__file__).resolve().parent.parent
-LAYOUT_NAMES = ["llama3-1", "qwen3", "deepseek-v3", "gemma3", "mistral-v0-3", "mistral-tekken", "qwen2-5-vl",
-                "llama2-spm"]
+LAYOUT_NAMES = ["llama3-1", "qwen3", "deepseek-v3", "gemma3", "mistral-v0-3", "mistral-tekken", "mistral-spm",
+                "qwen2-5-vl", "llama2-spm"]
 ARCH_FIELDS = ("hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads", "num_key_value_heads",
                "kv_lora_rank", "q_lora_rank", "n_routed_experts", "num_experts_per_tok")
 

@@ -335,3 +335,61 @@ def test_a_flag_bound_to_a_version_test_stands_for_it() -> None:
     """
     assert analyse(provider, consumer, version="5.24.0") == []
     assert severities(analyse(provider, consumer, version="4.50.0")) == [(7, ERROR)]
+
+
+def test_a_wraps_wrapper_that_edits_its_kwargs_is_unresolved() -> None:
+    """huggingface_hub's validate_hf_hub_args drops deprecated keywords before forwarding: not an error."""
+    provider = {"prov": """
+        from functools import wraps
+        def validate_args(fn):
+            @wraps(fn)
+            def _inner_fn(*args, **kwargs):
+                kwargs = drop_deprecated(kwargs)
+                return fn(*args, **kwargs)
+            return _inner_fn
+        @validate_args
+        def hf_hub_download(repo_id, filename, *, cache_dir=None):
+            pass
+    """}
+    found = analyse(provider, "from prov import hf_hub_download\nhf_hub_download('r', 'f', proxies=None)\n")
+    assert [f.severity for f in found] == [UNRESOLVED]
+
+
+def test_super_calls_in_a_subclass_of_a_provider_class_are_checked_bound() -> None:
+    """class MyScheduler(Scheduler): super().__init__(...) is checked against Scheduler.__init__ without self."""
+    provider = {"prov": """
+        class Scheduler:
+            def __init__(self, vllm_config, kv_cache_config, block_size):
+                pass
+            def schedule(self, budget=None):
+                pass
+    """}
+    consumer = """
+        from prov import Scheduler
+        class MyScheduler(Scheduler):
+            def __init__(self, config):
+                super().__init__(vllm_config=config, kv_cache_config=None)
+            def schedule(self):
+                return super().schedule(budget=1)
+        class Other(object):
+            def __init__(self):
+                super().__init__()
+    """
+    found = analyse(provider, consumer)
+    assert severities(found) == [(5, ERROR)] and "block_size" in found[0].why
+
+
+def test_super_with_several_bases_or_explicit_arguments_is_not_followed() -> None:
+    """peft: class PeftModel(PushToHubMixin, torch.nn.Module) — forward comes from the second base."""
+    provider = {"prov": "class PushToHubMixin:\n    def push(self):\n        pass\n"}
+    consumer = """
+        import torch
+        from prov import PushToHubMixin
+        class PeftModel(PushToHubMixin, torch.nn.Module):
+            def forward(self, x):
+                return super().forward(x)
+        class Single(PushToHubMixin):
+            def forward(self, x):
+                return super(Other, x).forward(x)
+    """
+    assert analyse(provider, consumer) == []

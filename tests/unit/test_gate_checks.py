@@ -188,3 +188,21 @@ def test_json_envelope_comes_first_and_cannot_be_overridden():
     assert list(json_module.loads(dump_json("facts", 0, {"b": 1, "a": 2}, sort_keys=True)))[4:] == ["a", "b"]
     with pytest.raises(ValueError):
         json_envelope("run", 0, {"command": "python -m x"})
+
+
+def test_pth_paths_follow_site_rules_without_running_import_lines(tmp_path):
+    """A .pth adds existing folders (absolute or relative to the site), in file-name order; comments,
+    blank lines, missing folders, hidden files and `import` lines (code: never run) add nothing."""
+    from envdoctor.probe.venvs import pth_paths, with_pth_paths
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (tmp_path / "abs").mkdir()
+    (site / "rel").mkdir()
+    marker = tmp_path / "ran"
+    (site / "b.pth").write_text(f"# comment\n\n{tmp_path / 'abs'}\nimport os; open({str(marker)!r}, 'w')\n")
+    (site / "a.pth").write_text("rel\n/no/such/folder\n")
+    (site / ".hidden.pth").write_text(f"{tmp_path}\n")
+    assert pth_paths(str(site)) == [str(site / "rel"), str(tmp_path / "abs")]
+    assert with_pth_paths([str(site)]) == [str(site), str(site / "rel"), str(tmp_path / "abs")]
+    assert not marker.exists()

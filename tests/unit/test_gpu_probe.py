@@ -307,3 +307,31 @@ def test_walk_is_replayed_until_a_folder_changes(tmp_path: Path, monkeypatch: py
     found = run_section(prefix, monkeypatch)
     assert found["cache"]["walks_replayed"] == 0
     assert [b["relpath"] for b in found["binaries"]][1:] == ["a/_C.abi3.so", "a/sub/_D.abi3.so"]
+
+
+def test_gpus_from_proc_when_nvidia_smi_is_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without nvidia-smi, the kernel module's per-GPU information files name the GPUs."""
+    prefix = tmp_path / "venv"
+    site_of(prefix)
+    root = fake_driver_root(tmp_path / "root", "580.95.05")
+    info = root / "proc" / "driver" / "nvidia" / "gpus" / "0000:1b:00.0" / "information"
+    info.parent.mkdir(parents=True)
+    info.write_text("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 123\nBus Type: \t PCIe\n")
+    result = run_section(prefix, monkeypatch, root=root)
+    assert result["smi"]["path"] is None
+    assert result["driver"]["gpus"] == [{"name": "NVIDIA H100 80GB HBM3", "source": str(info)}]
+
+
+def test_damaged_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache file of the wrong shape costs a cold run, never a failed section."""
+    prefix = tmp_path / "venv"
+    site = site_of(prefix)
+    torch_layout(site)
+    extension(site, "vllm/_C.abi3.so", fatbin_data=fatbin(container(sass(90))))
+    folder = prefix / ".envdoctor"
+    folder.mkdir(mode=0o700)
+    for text in ('{"version": 1, "binaries": [], "exports": {"x": 1}, "walks": {"s": {"dirs": 5}}}', "not json"):
+        (folder / gpu_stack.GPU_CACHE_NAME).write_text(text)
+        (folder / gpu_stack.GPU_CACHE_NAME).chmod(0o600)
+        result = run_section(prefix, monkeypatch)
+        assert [b["relpath"] for b in result["binaries"]] == ["torch/lib/libtorch_cuda.so", "vllm/_C.abi3.so"]

@@ -235,3 +235,48 @@ def test_facts_document_carries_gpu() -> None:
     assert doc["gpu"]["gpus"][0]["compute_capability"] == "9.0"
     assert doc["gpu"]["binaries"][0]["runnable"] == {"0": "yes"}
     assert facts_document(HostSpec("h", None), HostFacts.from_probe(ProbeOutput()), None, 5)["gpu"] is None
+
+
+def test_malformed_probe_answer_is_an_error_result() -> None:
+    """A host answering nonsense in gpu-stack gets an error result, not a crash."""
+    bad = raw([("NVIDIA H100", "9.0")])
+    bad["smi"]["gpus"] = ["not a mapping"]
+    facts = HostFacts.from_probe(ProbeOutput(sections={"gpu-stack": bad}))
+    result = gpu_stack_check(CheckContext(HostSpec("h", None), facts))
+    assert result.status == "error" and "malformed" in result.message
+
+
+def test_gpus_from_proc_get_cc_from_the_name_table() -> None:
+    """GPUs named by /proc/driver/nvidia (no nvidia-smi) are judged with the name table's CC."""
+    stack_raw = raw([], smi=False)
+    stack_raw["driver"]["gpus"] = [{"name": "NVIDIA H100 80GB HBM3", "source": "/proc/driver/nvidia/gpus/x/information"}]
+    stack = GpuStack.from_probe(stack_raw)
+    assert [(g.name, g.cc) for g in stack.gpus] == [("NVIDIA H100 80GB HBM3", (9, 0))]
+    assert judge(stack, None).skipped is None
+
+
+def test_extension_without_torch_installed() -> None:
+    """An extension needing torch's libraries in a venv without torch fails, saying so."""
+    ext = binary("vllm/_C.abi3.so", ["sm_90"], distribution="vllm", version="0.11.0", torch_pin="2.8.0",
+                 torch_libs_absent=["libc10.so", "libtorch.so"])
+    stack_raw = raw([], driver=None, smi=False, torch="", binaries=[ext])
+    (fail,) = judge(GpuStack.from_probe(stack_raw), None).findings
+    assert "torch is not installed" in fail.message and fail.remedy == "install torch==2.8.0"
+
+
+def test_driver_version_sources() -> None:
+    """cuda-compat on the loader path overrides the driver's libcuda; without the kernel
+    module's files the user-space libcuda.so.<ver> names it; a mismatch warns."""
+    stack_raw = raw([("NVIDIA H100", "9.0")], driver="550.54.15")
+    stack_raw["driver"]["compat"] = [{"path": "/usr/local/cuda-12.8/compat", "versions": ["570.124.06"],
+                                      "on_ld_library_path": True, "in_ld_so_conf": False}]
+    assert GpuStack.from_probe(stack_raw).driver.version == "570.124.06"
+    assert levels(stack_raw) == []  # 570.124.06 meets CUDA 12.8's 570.26
+    container_raw = raw([("NVIDIA H100", "9.0")], driver=None)
+    container_raw["driver"]["libcuda"] = [{"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05",
+                                           "version": "535.104.05", "order": 2}]
+    driver = GpuStack.from_probe(container_raw).driver
+    assert (driver.version, driver.source) == ("535.104.05", "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05")
+    mismatch = raw([("NVIDIA H100", "9.0")], driver="580.65.06")
+    mismatch["driver"]["libcuda"] = [{"path": "/usr/lib/libcuda.so.575.57.08", "version": "575.57.08", "order": 0}]
+    assert levels(mismatch) == [("warn", "driver")]

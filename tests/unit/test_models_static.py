@@ -230,3 +230,15 @@ def test_a_file_that_is_not_sentencepiece_is_an_error_value(tmp_path):
     path = tmp_path / "tokenizer.model"
     path.write_bytes(b"\x0a\xff\xff\x01abc")
     assert "not a sentencepiece model" in reduce_sentencepiece(str(path), set())["error"]
+
+
+@pytest.mark.parametrize("token, reserved", [
+    ("<|reserved_special_token_0|>", True), ("<|reserved_token_163589|>", True), ("<unused42>", True),
+    ("[unused3]", True), ("[control_8]", True), ("<SPECIAL_20>", True), ("<｜place▁holder▁no▁0｜>", True),
+    ("<|im_end|>", False), ("<mask>", False), ("<extra_id_0>", False), ("[INST]", False), ("<unused>", False),
+])
+def test_reserved_names(token, reserved):
+    """The names vocabularies give unused ids match; tokens with a use (T5 sentinels, chat markers) do not."""
+    from envdoctor.mask_candidates import RESERVED_TOKEN
+
+    assert bool(RESERVED_TOKEN.match(token)) is reserved

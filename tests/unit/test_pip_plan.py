@@ -89,3 +89,56 @@ def test_malformed_report_is_a_plan_error(text):
     """Anything but a report with named, versioned install items is refused, never guessed at."""
     with pytest.raises(PlanError):
         parse_report(text)
+
+
+def _remedy(*reqs: str, pip_version: str = "24.0"):
+    from envdoctor.pip_remedy import install_payload
+    from envdoctor.results import Remedy
+
+    return Remedy("install", argv=("/v/bin/python", "-m", "pip", "install", *reqs),
+                  payload=install_payload("/v", pip_version, INSTALLED, MARKERS))
+
+
+def _runner(answers: dict[str, str], ran: list[tuple[str, ...]]):
+    from envdoctor.transport.interface import CommandResult
+
+    async def run(argv):
+        ran.append(tuple(argv))
+        if "--dry-run" in argv:
+            return CommandResult(tuple(argv), 0, answers[argv[-1]].encode(), b"")
+        return CommandResult(tuple(argv), 0, b"Successfully installed", b"")
+
+    return run
+
+
+def test_an_install_is_judged_against_what_earlier_installs_of_the_run_changed():
+    """After one remedy installs urllib3 2.3.0, the next plan is judged against 2.3.0, not the probe's 2.2.3."""
+    import asyncio
+
+    from envdoctor.pip_remedy import apply_pip_install
+
+    ran: list[tuple[str, ...]] = []
+    answers = {"urllib3>=2.3": report(("urllib3", "2.3.0", [])),
+               "newlib": report(("newlib", "1.0", ["urllib3>=2.3"]))}
+    state: dict = {}
+    first = asyncio.run(apply_pip_install(_runner(answers, ran), _remedy("urllib3>=2.3"), dry_run=False, installed=state))
+    second = asyncio.run(apply_pip_install(_runner(answers, ran), _remedy("newlib"), dry_run=False, installed=state))
+    assert (first.exit_status, first.refused) == (0, "") and (second.exit_status, second.refused) == (0, "")
+    assert state["/v"]["urllib3"].version == "2.3.0"
+    assert [a[-1] for a in ran] == ["urllib3>=2.3", "urllib3>=2.3", "newlib", "newlib"]
+
+
+def test_refused_plan_and_old_pip_run_nothing():
+    """A breaking plan and a pip without --report end as 'by hand' with only the dry run started."""
+    import asyncio
+
+    from envdoctor.pip_remedy import apply_pip_install
+
+    ran: list[tuple[str, ...]] = []
+    answers = {"urllib3<1.21": report(("urllib3", "1.20", []))}
+    refused = asyncio.run(apply_pip_install(_runner(answers, ran), _remedy("urllib3<1.21"), dry_run=False, installed={}))
+    assert refused.exit_status is None and "requests 2.32.3 requires urllib3<3,>=1.21.1" in refused.refused
+    assert refused.plan == ("urllib3 2.2.3 -> 1.20 (downgrade)",)
+    old = asyncio.run(apply_pip_install(_runner(answers, ran), _remedy("six", pip_version="21.3"), dry_run=False, installed={}))
+    assert old.exit_status is None and "pip 21.3" in old.refused
+    assert all("--dry-run" in argv for argv in ran) and len(ran) == 1

@@ -221,6 +221,7 @@ def resolve(config: Path, case: Case, ssh: str | None) -> dict[str, object]:
 @pytest.fixture(autouse=True)
 def corpus_env(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVDOCTOR_CORPUS_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))  # every answer from ssh -G itself
 
 
 @pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")

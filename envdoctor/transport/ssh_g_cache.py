@@ -1,0 +1,172 @@
+"""``ssh -G`` answers kept between runs, keyed by everything ssh reads to give them.
+
+Starting ``ssh`` costs about 8 ms of CPU (linking OpenSSL and Kerberos), paid per host and per
+run. Its answer is a pure function of: the ssh binary, the destination, ``-l``/``-p``, the
+config files (every Include glob and file content, read here with the fallback lexer), the
+environment variables those files name in ``${...}``, and the local account and host name.
+All of that goes into the key, so any change is a miss. A config whose answer is not a pure
+function is never cached: ``Match exec`` (runs a command) and ``CanonicalizeHostname yes``
+or ``always`` (asks DNS). Errors are never cached.
+
+The cache is a folder of the user's (``$XDG_CACHE_HOME/envdoctor/ssh-g``, mode 0700); an
+entry another user could have written is ignored, since it would decide where we connect.
+``ENVDOCTOR_SSH_G_CACHE=off`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from envdoctor.errors import ConfigError
+from envdoctor.transport.ssh_config import SYSTEM_CONFIG, include_paths, parse_lines
+from envdoctor.transport.ssh_tokens import local_account
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_ENTRIES = 4096
+MAX_INCLUDE_DEPTH = 16
+_DOLLAR = re.compile(r"\$\{([^}]*)\}")
+
+
+@dataclass(frozen=True)
+class ConfigState:
+    """The digest of every input of ``ssh -G`` but the destination; None when not cacheable."""
+
+    digest: str | None
+    reason: str = ""
+
+
+def config_state(ssh: str, config_file: str | None) -> ConfigState:
+    """Read the config files ssh would read and hash them with the other inputs."""
+    if os.environ.get("ENVDOCTOR_SSH_G_CACHE", "").lower() in ("off", "0", "no"):
+        return ConfigState(None, "ENVDOCTOR_SSH_G_CACHE is off")
+    digest = hashlib.sha256(b"envdoctor-ssh-g-1\0")
+    try:
+        stat = os.stat(ssh)
+    except OSError:
+        return ConfigState(None, "ssh binary not found")
+    account = local_account()
+    for part in (os.path.realpath(ssh), stat.st_size, stat.st_mtime_ns, stat.st_ino, os.getuid(),
+                 account.pw_name, account.pw_dir, socket.gethostname()):
+        digest.update(f"{part}\0".encode())
+    if config_file is not None:
+        files = [(os.path.realpath(config_file), True)]
+    else:
+        files = [(os.path.join(account.pw_dir, ".ssh", "config"), True), (SYSTEM_CONFIG, False)]
+    variables: set[str] = set()
+    seen: set[str] = set()
+    try:
+        for path, user_config in files:
+            reason = _walk(path, user_config, digest, variables, seen, 0)
+            if reason:
+                return ConfigState(None, reason)
+    except (ConfigError, OSError) as exc:
+        return ConfigState(None, f"config not readable here: {exc}")
+    for name in sorted(variables):
+        value = os.environ.get(name)
+        digest.update(f"${name}={'' if value is None else value}\0{value is None}\0".encode())
+    return ConfigState(digest.hexdigest())
+
+
+def _walk(path: str, user_config: bool, digest: "hashlib._Hash", variables: set[str], seen: set[str],
+          depth: int) -> str:
+    """Hash one file and what it includes; a reason when the answer would not be a pure function."""
+    if depth > MAX_INCLUDE_DEPTH:
+        return "Include nested too deep"
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+            stat = os.fstat(handle.fileno())  # ssh refuses a user config others may write
+    except FileNotFoundError:
+        digest.update(f"absent\0{path}\0".encode())
+        return ""
+    if len(data) > MAX_FILE_BYTES:
+        return f"{path} is too large to cache"
+    digest.update(f"file\0{path}\0{stat.st_uid}\0{stat.st_mode}\0{hashlib.sha256(data).hexdigest()}\0".encode())
+    if path in seen:
+        return ""
+    seen.add(path)
+    text = data.decode("utf-8", "surrogateescape")
+    variables.update(_DOLLAR.findall(text))
+    for line in parse_lines(text, path):
+        if line.keyword == "match" and any(a.lower().lstrip("!") == "exec" for a in line.args):
+            return f"{line.where}: Match exec (ssh runs a command)"
+        if line.keyword == "canonicalizehostname" and line.args and line.args[0].lower() in ("yes", "always"):
+            return f"{line.where}: CanonicalizeHostname (ssh asks DNS)"
+        if line.keyword == "include":
+            for pattern in line.args:
+                found = include_paths(pattern, user_config=user_config)
+                digest.update(f"include\0{pattern}\0{chr(0).join(found)}\0".encode())
+                for included in found:
+                    reason = _walk(included, user_config, digest, variables, seen, depth + 1)
+                    if reason:
+                        return reason
+    return ""
+
+
+def cache_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envdoctor" / "ssh-g"
+
+
+def _entry(state: ConfigState, destination: str, user: str | None, port: int | None) -> Path:
+    assert state.digest is not None
+    key = hashlib.sha256(f"{state.digest}\0{destination}\0{user or ''}\0{port or ''}".encode()).hexdigest()
+    return cache_folder() / f"{key[:40]}.txt"
+
+
+def _trusted(stat: os.stat_result) -> bool:
+    return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
+
+
+def load(state: ConfigState, destination: str, user: str | None, port: int | None) -> str | None:
+    """The cached answer, if there is one that only this user could have written."""
+    if state.digest is None:
+        return None
+    path = _entry(state, destination, user, port)
+    try:
+        if not _trusted(os.stat(path.parent)):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            if not _trusted(os.fstat(handle.fileno())):
+                return None
+            return handle.read(MAX_FILE_BYTES).decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+
+
+def store(state: ConfigState, destination: str, user: str | None, port: int | None, answer: str) -> None:
+    """Keep an answer (atomically); a cache that cannot be written is only a slower next run."""
+    if state.digest is None:
+        return
+    path = _entry(state, destination, user, port)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _trusted(os.stat(path.parent)):
+            return
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(answer.encode("utf-8", "surrogateescape"))
+        os.replace(temporary, path)
+    except OSError:
+        return
+
+
+def prune() -> None:
+    """Keep the folder bounded: past MAX_ENTRIES answers, the older half goes."""
+    folder = cache_folder()
+    try:
+        entries = list(os.scandir(folder))
+        if len(entries) <= MAX_ENTRIES:
+            return
+        entries.sort(key=lambda e: e.stat().st_mtime)
+        for entry in entries[: len(entries) // 2]:
+            os.unlink(entry.path)
+    except OSError:
+        return
