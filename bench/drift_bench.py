@@ -2,8 +2,9 @@
 
     python bench/drift_bench.py [VENV...]
 
-Without VENV, builds speculators 0.3.0 (--no-deps) beside vLLM 0.16.0's sources in a temp
-folder (downloads about 30 MB; see tests/drift_sources.py). For each venv: a first check
+Without VENV, builds two venvs in a temp folder (see tests/drift_sources.py): speculators
+0.3.0 (--no-deps) beside vLLM 0.16.0's sources (about 30 MB of downloads), and sglang 0.5.3
+beside flashinfer-python 0.7.4, the wheels' .py files laid out (about 100 MB). For each venv: a first check
 with the cache cleared, then a re-check of the unchanged venv, through the real probe
 program on this machine (the local transport: the same program an SSH host runs).
 """
@@ -26,15 +27,22 @@ from envdoctor.probe.program import run_probe  # noqa: E402
 from envdoctor.transport.local import LocalTransport  # noqa: E402
 
 
-def build_default(root: Path) -> Path:
-    from tests.conftest import make_venv
-    from tests.drift_sources import download_sdist, download_wheel, install_sdist_sources, site_packages
+def build_default(root: Path) -> list[Path]:
+    import venv as venv_module
 
-    venv = make_venv(root / "spec-vllm-0.16.0")
+    from tests.conftest import make_venv
+    from tests.drift_sources import (download_sdist, download_wheel, install_sdist_sources, install_wheel_sources,
+                                     site_packages)
+
+    spec = make_venv(root / "spec-vllm-0.16.0")
     wheel = download_wheel("speculators==0.3.0", root / "dl")
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
-    install_sdist_sources(download_sdist("vllm", "0.16.0", root / "dl"), site_packages(venv), "vllm", "0.16.0")
-    return venv
+    subprocess.run([str(spec / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True)
+    install_sdist_sources(download_sdist("vllm", "0.16.0", root / "dl"), site_packages(spec), "vllm", "0.16.0")
+    sglang = root / "sglang-flashinfer"
+    venv_module.EnvBuilder(with_pip=False).create(sglang)
+    for requirement in ("sglang==0.5.3", "flashinfer-python==0.7.4"):
+        install_wheel_sources(download_wheel(requirement, root / "dl"), site_packages(sglang))
+    return [spec, sglang]
 
 
 async def one_run(venv: Path) -> tuple[dict, float, float]:
@@ -72,7 +80,7 @@ def main() -> None:
     venvs = [Path(p) for p in sys.argv[1:]]
     if not venvs:
         root = Path(tempfile.mkdtemp(prefix="drift-bench-"))
-        venvs = [build_default(root)]
+        venvs = build_default(root)
     for venv in venvs:
         bench(venv)
 

@@ -121,7 +121,11 @@ def sources(entry: PlanEntry, config_file: str | None) -> dict[str, str]:
     found: dict[str, str] = {}
     for field, key in _SOURCE_KEYS.items():
         where = builtin.sources.get(key, "default") if builtin is not None else ""
-        if target.resolver.startswith(SSH_G) and (theirs is None or theirs[field] != mine[field]):
+        if field == "proxy_jump":
+            same = builtin is not None and builtin.proxy_jump == target.proxy_jump
+        else:
+            same = theirs is not None and theirs[field] == mine[field]
+        if target.resolver.startswith(SSH_G) and not same:
             where = SSH_G
         found[field] = entry.given_by if where == "command line" else where
     return found

@@ -73,6 +73,7 @@ def tokenizer_section(model: ModelFacts, tok: TokenizerFacts, arch: Architecture
     doc["special_tokens"] = len(tok.special)
     doc["added_tokens"] = [{"id": i, "content": c, "special": i in tok.special_ids} for i, c in listed]
     doc["added_tokens_truncated"] = len(tok.special) > MAX_LISTED_TOKENS
+    doc["all_special_ids"] = list(tok.all_special_ids) if tok.all_special_ids is not None else None
     doc["chat_template"] = tok.chat_template_value
     doc["chat_template_source"] = tok.chat_template_source
     processor = model.json_files.get("chat_template.json")

@@ -205,6 +205,8 @@ class TokenizerFacts:
     unknown: Mapping[str, str] = field(default_factory=dict)
     #: The files the static ids were read from.
     basis: str = ""
+    #: tokenizer.all_special_ids, where known.
+    all_special_ids: tuple[int, ...] | None = None
 
 
 def as_tokenizer_facts(st: StaticTokenizer, config_ids: Mapping[int, str] | None = None,
@@ -215,7 +217,7 @@ def as_tokenizer_facts(st: StaticTokenizer, config_ids: Mapping[int, str] | None
         chat_template if chat_template is not None else text, length=st.length, vocab_size=st.vocab_size,
         special_ids=frozenset(t.id for t in st.added if t.special), chat_template_value=st.chat_template,
         chat_template_source=st.chat_template_source, vocab=st.vocab, reserved_vocab=dict(st.reserved_vocab),
-        config_ids=dict(config_ids or {}), unknown=dict(st.unknown), basis=st.basis,
+        config_ids=dict(config_ids or {}), unknown=dict(st.unknown), basis=st.basis, all_special_ids=st.special_ids,
     )
 
 
@@ -230,6 +232,9 @@ def live_tokenizer(raw: Mapping[str, Any], static: TokenizerFacts) -> TokenizerF
     rendered = raw.get("chat_template")
     texts = [t for t in (static.chat_template, rendered if isinstance(rendered, str) else None) if t]
     unknown = {k: v for k, v in static.unknown.items() if k not in ("tokenizer_len", "tokenizer_vocab_size")}
+    special = raw.get("special_tokens")
+    if isinstance(special, list) and static.all_special_ids is None:
+        unknown["all_special_ids"] = f"the live load names them as tokens: {', '.join(map(str, special[:20]))}"
     return replace(
         static,
         source="live",

@@ -93,6 +93,8 @@ class StaticTokenizer:
     unknown: Mapping[str, str] = field(default_factory=dict)
     #: Where the ids came from: "tokenizer.json", "tokenizer_config.json" (remote code), "none".
     basis: str = "tokenizer.json"
+    #: tokenizer.all_special_ids: the roles' ids and the extra special tokens' (None: not known).
+    special_ids: tuple[int, ...] | None = None
 
 
 def chat_template_of(tokenizer_config: Mapping[str, Any], templates: Mapping[str, str]) -> tuple[Any, str | None]:
@@ -197,6 +199,15 @@ def spm_defaults(cls: str | None, spec: Mapping[str, Any]) -> dict[str, str | No
     return found
 
 
+def extra_special_tokens(tokenizer_config: Mapping[str, Any], special_map: Mapping[str, Any]) -> list[str]:
+    """additional_special_tokens / extra_special_tokens (a list, or a dict by name), as transformers 5 reads them."""
+    value = tokenizer_config.get("extra_special_tokens") or tokenizer_config.get("additional_special_tokens")
+    if value is None and "added_tokens_decoder" not in tokenizer_config:
+        value = special_map.get("extra_special_tokens") or special_map.get("additional_special_tokens")
+    items = list(value.values()) if isinstance(value, dict) else value
+    return [c for c in (token_content(v) for v in items or ()) if c is not None] if isinstance(items, list) else []
+
+
 def from_tokenizer_json(json_files: Mapping[str, Any], reduced: Mapping[str, Any],
                         templates: Mapping[str, str]) -> StaticTokenizer:
     """The tokenizer transformers builds from tokenizer.json and the config files beside it."""
@@ -232,8 +243,15 @@ def from_tokenizer_json(json_files: Mapping[str, Any], reduced: Mapping[str, Any
     all_added.update({t.id: t for t in added})
     template, source = chat_template_of(config, templates)
     gaps = tuple((a, b) for a, b in reduced.get("gaps") or ())
+    extra_names = extra_special_tokens(config, special_map)
+    if reduced.get("source") == "tokenizer.model":  # the converter makes the control pieces the extra specials
+        extra_names = [c for _i, c, special in reduced.get("added") or () if special]
+    special_ids = {i for i in ids.values() if i is not None}
+    special_ids.update(by_content[c] if c in by_content else lookup[c] for c in extra_names
+                       if c in by_content or c in lookup)
     return StaticTokenizer(
         tokenizer_class=config.get("tokenizer_class") if isinstance(config.get("tokenizer_class"), str) else None,
+        special_ids=tuple(sorted(special_ids)),
         tokens=tokens, ids=ids, added=tuple(all_added[i] for i in sorted(all_added)), length=length,
         vocab_size=base, chat_template=template, chat_template_source=source,
         vocab=VocabShape(base, gaps), reserved_vocab={int(i): t for i, t in reduced.get("reserved") or ()},
@@ -258,7 +276,7 @@ def from_config_only(json_files: Mapping[str, Any], templates: Mapping[str, str]
         by_content[tok.content] = tok.id  # the lowest id wins for a repeated content
     tokens: dict[str, str | None] = {}
     ids: dict[str, int | None] = {}
-    unknown: dict[str, str] = {"tokenizer_len": why, "tokenizer_vocab_size": why}
+    unknown: dict[str, str] = {"tokenizer_len": why, "tokenizer_vocab_size": why, "all_special_ids": why}
     for role in ROLES:
         key = f"{role}_token"
         content = token_content(config.get(key)) if key in config else token_content(special_map.get(key))

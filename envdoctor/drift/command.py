@@ -23,7 +23,7 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
     @click.option("--entry", metavar="MODULE|SCRIPT",
                   help="Check only the consumer files this module (pkg.mod) or script on the host imports.")
     @click.option("--stage", "stage_name", metavar="STAGE",
-                  help="Like --entry, with the -m module or script of this [stages] command.")
+                  help="Like --entry, with the -m module or script of this [stages] command (on its host by default).")
     @click.option("--no-cache", is_flag=True, help="Parse again; ignore the parse cache kept in <venv>/.envdoctor.")
     @click.option("--verbose", "-v", "show_all", is_flag=True, help="Also show the uses that could not be resolved.")
     @output_options
@@ -55,6 +55,8 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
             if stage is None:
                 known = ", ".join(sorted(selection.inventory.stages)) or "none"
                 raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
+            if not hosts and stage.host:
+                selection = select_hosts((stage.host,), **opts)  # the stage's own host by default
             entry = entry_of_command(stage.command)
             if entry is None:
                 raise UsageError(f"stage {stage_name!r} runs neither `-m module` nor a .py script",

@@ -297,8 +297,6 @@ class Summarizer(object):
     def assignment(self, node, names, cond, tc, top, line):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
-        if top and isinstance(value, ast.Call) and "lazy" in (dotted(value.func) or "").lower():
-            self.getattr = True
         for target in targets:
             if isinstance(target, ast.Name):
                 if isinstance(node, ast.AugAssign):
@@ -371,7 +369,7 @@ def summarize_source(data, module, is_package, path="<module>"):
     tree = ast.parse(data, filename=path)
     summary = Summarizer(module, is_package, data if isinstance(data, bytes) else None).summarize(tree)
     for name, bindings in summary["names"].items():
-        if name == "__getattr__" and any(b["k"] == "def" for b in bindings):
+        if name == "__getattr__":  # def __getattr__, or __getattr__ = deprecate_attr(...) (transformers)
             summary["getattr"] = True
     return summary
 

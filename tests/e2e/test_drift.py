@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import venv as venv_module
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,10 @@ from tests.drift_sources import (
 )
 
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
+#: The venvs where speculators is installed by pip itself (--no-deps); the others are laid out.
+PIP_INSTALLED = ("0.16.0", "0.11.0")
+#: Venvs of two wheels each, laid out from the wheels' .py files and dist-info.
+WHEEL_PAIRS = {"sglang": ("sglang==0.5.3", "flashinfer-python==0.7.4"), "trl": ("trl==0.21.0", "transformers==5.24.0")}
 #: The findings the issue names, checked by hand against vLLM 0.16.0's source:
 #: kv_cache_utils.py:1069 dropped kv_cache_specs, sched/scheduler.py:64 added block_size,
 #: config/scheduler.py:35 made is_encoder_decoder an InitVar without a default.
@@ -35,9 +40,9 @@ EXPECTED_0_16 = {
 @pytest.fixture(scope="session")
 def drift_venv(tmp_path_factory: pytest.TempPathFactory):
     """venv(key) -> a real venv, built once per session: "0.16.0", "0.11.0", "0.33.0" hold
-    speculators 0.3.0 (--no-deps) beside that vLLM's sources; "sglang" holds the .py files
-    and dist-info of the sglang 0.5.3 and flashinfer-python 0.7.4 wheels (about 100 MB of
-    downloads, unpacked without their compiled parts)."""
+    speculators 0.3.0 (--no-deps) beside that vLLM's sources; "sglang" and "trl" hold the
+    .py files and dist-info of the wheels WHEEL_PAIRS names (sglang's pair is about 100 MB
+    of downloads, unpacked without their compiled parts)."""
     downloads = tmp_path_factory.mktemp("drift-downloads")
     root = tmp_path_factory.mktemp("drift-venvs")
     built: dict[str, Path] = {}
@@ -45,15 +50,20 @@ def drift_venv(tmp_path_factory: pytest.TempPathFactory):
     def get(key: str) -> Path:
         if key in built:
             return built[key]
-        venv = make_venv(root / key)
-        python = str(venv / "bin" / "python")
-        if key == "sglang":
-            for requirement in ("sglang==0.5.3", "flashinfer-python==0.7.4"):
+        if key in PIP_INSTALLED:
+            venv = make_venv(root / key)
+            wheel = download_wheel("speculators==0.3.0", downloads)
+            subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                            "--disable-pip-version-check", str(wheel)], check=True)
+        else:  # no pip needed: the wheels are unpacked as pip would lay them out (seconds, not a minute)
+            venv = root / key
+            venv_module.EnvBuilder(with_pip=False, clear=True).create(venv)
+        if key in WHEEL_PAIRS:
+            for requirement in WHEEL_PAIRS[key]:
                 install_wheel_sources(download_wheel(requirement, downloads), site_packages(venv))
         else:
-            wheel = download_wheel("speculators==0.3.0", downloads)
-            subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(wheel)],
-                           check=True)
+            if key not in PIP_INSTALLED:
+                install_wheel_sources(download_wheel("speculators==0.3.0", downloads), site_packages(venv))
             install_sdist_sources(download_sdist("vllm", key, downloads), site_packages(venv), "vllm", key)
         built[key] = venv
         return venv
@@ -164,3 +174,36 @@ def test_sglang_053_against_flashinfer_074(run_cli, drift_venv):
     assert "tile_tokens_dim" in errors[("sglang/srt/layers/quantization/fp8.py", 1144)]["why"]
     gone = errors[("sglang/srt/layers/quantization/modelopt_quant.py", 1082)]
     assert gone["use"].endswith("import _maybe_get_cached_w2_permute_indices")
+
+
+def test_stage_entry_scopes_the_check_to_what_the_stage_runs(run_cli, drift_venvs, tmp_path):
+    """--stage reads the stage's `-m module` and checks only what it imports, on the stage's host."""
+    venv = drift_venvs["0.16.0"]
+    config = tmp_path / "envdoctor.toml"
+    config.write_text(f"""
+[hosts.node]
+ssh = "local"
+venv = {json.dumps(str(venv))}
+
+[stages.convert]
+host = "node"
+command = "{{python}} -m speculators.config --help"
+
+[stages.gen]
+host = "node"
+command = "{{python}} -m speculators.data_generation --model {{model}}"
+""", encoding="utf-8")
+    config.chmod(0o600)
+    res = run_cli("drift", "--config", str(config), "--stage", "convert", "--format", "json", "--no-cache")
+    doc = json.loads(res.stdout)
+    assert res.exit_status == 0, res.stderr
+    assert doc["hosts"][0]["host"] == "node" and doc["hosts"][0]["stats"]["entry"] == "speculators.config"
+    res = run_cli("drift", "--config", str(config), "--stage", "gen", "--format", "json", "--no-cache")
+    assert res.exit_status == 1 and sum(p["errors"] for p in json.loads(res.stdout)["pairs"]) == 3
+
+
+def test_trl_021_imports_a_mapping_transformers_524_no_longer_has(run_cli, drift_venv):
+    """trl 0.21.0's DPO trainer imports MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES, gone from transformers 5.24.0."""
+    _, doc = drift_json(run_cli, "local", "--venv", str(drift_venv("trl")), "--provider", "transformers")
+    errors = errors_of(doc, "transformers")
+    assert errors[("trl/trainer/dpo_trainer.py", 52)]["use"].endswith("import MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES")

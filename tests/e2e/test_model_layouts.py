@@ -87,7 +87,7 @@ def facts_of(run_cli, sshd, corpus, layouts_venv):
 
 @pytest.mark.parametrize("name", LAYOUT_NAMES)
 def test_static_tokenizer_facts_equal_transformers(name, corpus, loaded, facts_of):
-    """Every id, len(tokenizer), vocab_size, the added tokens and the chat template equal AutoTokenizer's."""
+    """Every id, len(tokenizer), vocab_size, the added and special tokens and the chat template equal AutoTokenizer's."""
     doc = facts_of(name)
     tok = loaded[str(corpus[name])]["tokenizer"]
     assert "error" not in tok, tok
@@ -96,6 +96,7 @@ def test_static_tokenizer_facts_equal_transformers(name, corpus, loaded, facts_o
     assert (doc["tokenizer_len"], doc["tokenizer_vocab_size"]) == (tok["len"], tok["vocab_size"])
     assert {str(t["id"]): t["content"] for t in doc["added_tokens"]} == {i: c for i, (c, _s) in tok["added_tokens"].items()}
     assert doc["chat_template"] == tok["chat_template"]
+    assert doc["all_special_ids"] == tok["all_special_ids"]
     assert doc["unknown"] == {}, "a layout without remote code leaves nothing unknown"
 
 

@@ -393,3 +393,16 @@ def test_super_with_several_bases_or_explicit_arguments_is_not_followed() -> Non
                 return super(Other, x).forward(x)
     """
     assert analyse(provider, consumer) == []
+
+
+def test_a_module_getattr_bound_by_assignment_makes_the_module_lazy() -> None:
+    """transformers: __getattr__ = deprecate_attr(__name__, rename={...}) still answers old names."""
+    provider = {"prov": "__getattr__ = deprecate_attr(__name__, rename={'OldKwargs': (1, '5.29')})\n"}
+    assert [f.severity for f in analyse(provider, "from prov import OldKwargs\n")] == [UNRESOLVED]
+
+
+def test_a_lazy_mapping_value_does_not_make_its_module_lazy() -> None:
+    """transformers' modeling_auto builds _LazyAutoMapping objects; a name it lacks is still missing."""
+    provider = {"prov": "MODEL_MAPPING = _LazyAutoMapping(CONFIG, NAMES)\nMODEL_MAPPING_NAMES = {}\n"}
+    found = analyse(provider, "from prov import MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES, MODEL_MAPPING\n")
+    assert [f.severity for f in found] == [ERROR] and "VISION_2_SEQ" in found[0].use

@@ -242,3 +242,12 @@ def test_reserved_names(token, reserved):
     from envdoctor.mask_candidates import RESERVED_TOKEN
 
     assert bool(RESERVED_TOKEN.match(token)) is reserved
+
+
+def test_all_special_ids_are_roles_and_extra_special_tokens(tmp_path):
+    """all_special_ids: the roles' ids and the extra special tokens' (a list, or a dict by name), as transformers 5."""
+    added = [(10, "<|endoftext|>", True), (11, "<|im_start|>", True), (12, "<|im_end|>", True), (13, "<x>", True)]
+    model = static(tmp_path, {"tokenizer_config.json": {
+        "tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>"],
+        "added_tokens_decoder": {str(i): {"content": c} for i, c, _ in added}}}, 10, added)
+    assert model.static_tokenizer().all_special_ids == (10, 11, 12)

@@ -614,3 +614,15 @@ def test_from_config_and_reexport_files_pass_the_byte_filters():
     assert might_export_loader(b"from transformers import (\n    AutoConfig,\n    AutoTokenizer,\n)\n")
     assert might_export_loader(b"from vllm import LLM\n")
     assert not might_export_loader(b"x = AutoConfig\n# from transformers import AutoConfig\n")
+
+
+def test_a_class_that_only_shares_a_vllm_name_is_no_candidate():
+    """sglang's own ModelConfig (imported from its package) is not parsed by libcst at all; vLLM's is a site."""
+    from envdoctor.scan_sites import _NO_CANDIDATES, _pruned_module
+
+    own = "from sglang.srt.configs.model_config import ModelConfig\nconfig = ModelConfig(path)\n"
+    assert _pruned_module(own, "sglang.srt.managers") is _NO_CANDIDATES
+    assert sites_of(own, package="sglang.srt.managers") == []
+    vllm = "from vllm.config import ModelConfig\nconfig = ModelConfig(path)\n"
+    assert _pruned_module(vllm, "mylib") is not _NO_CANDIDATES
+    assert sites_of(vllm, package="mylib") == [(2, "vllm.config.ModelConfig", "missing")]
