@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -130,10 +131,17 @@ def _parse(dist: Distribution) -> _Parsed | ParseError:
     requires = []
     for text in dist.requires:
         try:
-            requires.append((text, Requirement(text.strip())))
+            requires.append((text, _requirement(text.strip())))
         except InvalidRequirement as exc:
             return ParseError(name, dist.path, f"Requires-Dist: {text.strip()}", _first_line(exc))
     return _Parsed(dist, version, tuple(requires))
+
+
+@lru_cache(maxsize=65536)
+def _requirement(text: str) -> Requirement:
+    """Parsed once per text for the whole run: a fleet's hosts share most of their metadata.
+    (Callers never change the object; one they want to change is a copy.)"""
+    return Requirement(text)
 
 
 def _first_line(exc: Exception) -> str:
@@ -141,8 +149,24 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _holds(marker: Marker | None, markers: Mapping[str, str], extra: str = "") -> bool:
-    return marker is None or marker.evaluate({**markers, "extra": extra})
+#: Marker verdicts by (requirement text, the host's marker values, extra). Evaluating a
+#: packaging Marker costs tens of microseconds and a venv has thousands of Requires-Dist
+#: lines with markers, the same on most hosts of a fleet.
+_VERDICTS: dict[tuple[str, tuple[tuple[str, str], ...], str], bool] = {}
+_VERDICTS_MAX = 200_000
+
+
+def _holds(text: str, marker: Marker | None, markers: Mapping[str, str], extra: str = "",
+           env_key: tuple[tuple[str, str], ...] | None = None) -> bool:
+    if marker is None:
+        return True
+    key = (text, env_key if env_key is not None else tuple(sorted(markers.items())), extra)
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        verdict = _VERDICTS[key] = marker.evaluate({**markers, "extra": extra})
+    return verdict
 
 
 def duplicates(env: Environment) -> list[Duplicate]:
@@ -156,9 +180,9 @@ def duplicates(env: Environment) -> list[Duplicate]:
 
 def extras_of(parsed: _Parsed) -> list[str]:
     names = []
-    for _, req in parsed.requires:
-        if req.marker is not None:
-            names += [canonicalize_name(e) for e in _EXTRA_IN_MARKER.findall(str(req.marker))]
+    for text, req in parsed.requires:
+        if req.marker is not None and "extra" in text:
+            names += [canonicalize_name(e) for e in _EXTRA_IN_MARKER.findall(text)]
     return list(dict.fromkeys(names))
 
 
@@ -175,27 +199,31 @@ def check_environment(env: Environment) -> Consistency:
         else:
             package_set[dist.key] = parsed
     markers = env.markers
+    env_key = tuple(sorted(markers.items()))
     for key, parsed in package_set.items():
         who, who_version = key, str(parsed.version)
-        for _, req in parsed.requires:
-            if not _holds(req.marker, markers):
+        for text, req in parsed.requires:
+            if not _holds(text, req.marker, markers, env_key=env_key):
                 continue
             have = package_set.get(canonicalize_name(req.name))
             if have is None:
                 result.missing.append(Unmet(who, who_version, req))
             elif not req.specifier.contains(have.version, prereleases=True):
                 result.conflicts.append(Unmet(who, who_version, req, str(have.version)))
-        result.extras += _extras_in_use(parsed, package_set, markers)
+        result.extras += _extras_in_use(parsed, package_set, markers, env_key)
     return result
 
 
-def _extras_in_use(parsed: _Parsed, package_set: Mapping[str, _Parsed], markers: Mapping[str, str]) -> list[Unmet]:
+def _extras_in_use(parsed: _Parsed, package_set: Mapping[str, _Parsed], markers: Mapping[str, str],
+                   env_key: tuple[tuple[str, str], ...]) -> list[Unmet]:
     """An extra whose every package is installed is in use (pip check ignores extras nobody
     asked for at install time): its version pins must hold too."""
     unmet = []
     for extra in extras_of(parsed):
-        wanted = [req for _, req in parsed.requires
-                  if req.marker is not None and _holds(req.marker, markers, extra) and not _holds(req.marker, markers)]
+        wanted = [req for text, req in parsed.requires
+                  if req.marker is not None and "extra" in text
+                  and _holds(text, req.marker, markers, extra, env_key)
+                  and not _holds(text, req.marker, markers, "", env_key)]
         if not wanted or any(canonicalize_name(r.name) not in package_set for r in wanted):
             continue
         for req in wanted:

@@ -16,6 +16,7 @@ parses and reconciles; reading and writing on the host belong to the patch engin
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,3 +96,21 @@ def unfinished(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
         elif entry.phase == "done":
             open_intents.pop(key, None)
     return list(open_intents.values())
+
+
+def outside_environment(entry: LedgerEntry, prefix: str) -> str | None:
+    """Why a ledger entry's ``file`` or ``backup`` is not where envdoctor writes (None when it is).
+
+    The ledger is a file inside the venv, so whoever can write the venv can write it: a line
+    naming ``/etc/passwd`` must never make ``revert`` restore over that file. This is the
+    controller's lexical check; the patch writer checks again on the host, symlinks resolved.
+    """
+    root = posixpath.normpath(prefix)
+    backups = posixpath.join(root, LEDGER_DIR, "backups")
+    state = posixpath.join(root, LEDGER_DIR)
+    file, backup = posixpath.normpath(entry.file or "/"), posixpath.normpath(entry.backup or "/")
+    if not entry.file.startswith("/") or not file.startswith(root + "/") or file.startswith(state + "/"):
+        return f"the ledger names {entry.file!r}, outside the environment {prefix}"
+    if entry.backup and (not entry.backup.startswith("/") or not backup.startswith(backups + "/")):
+        return f"the ledger names the backup {entry.backup!r}, outside {backups}"
+    return None

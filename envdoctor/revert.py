@@ -13,6 +13,7 @@ from envdoctor.errors import PatchError
 from envdoctor.fleet import FleetSettings, open_transport
 from envdoctor.gather import gather_facts
 from envdoctor.inventory import HostSpec
+from envdoctor.ledger import outside_environment
 from envdoctor.ledger import LedgerEntry, applied_patches
 from envdoctor.logsafe import get_logger
 from envdoctor.patching import PatchFiles, RevertResult, revert_patch
@@ -70,10 +71,16 @@ async def revert_on_host(spec: HostSpec, settings: FleetSettings, patch_id: str)
         if already is not None:
             return HostRevert(spec.name, patch_id, note=f"{patch_id} was already reverted in {env.prefix} "
                                                         f"(at {already.time or 'an unknown time'}); nothing to do")
+        for entry in files.ledger:
+            problem = outside_environment(entry, env.prefix) if entry.patch == patch_id else None
+            if problem:  # the ledger is a file in the venv: never trusted to name other files
+                return HostRevert(spec.name, patch_id, error=problem)
         try:
             results = await revert_patch(transport, env, files, patch_id)
         except PatchError as exc:
             return HostRevert(spec.name, patch_id, error=str(exc))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hostile host's answer
+            return HostRevert(spec.name, patch_id, error=f"the host's answer could not be used: {exc!r}")
         log.info("revert_done", host=spec.name, patch=patch_id, results=[r.result for r in results])
         return HostRevert(spec.name, patch_id, tuple(results))
     finally:

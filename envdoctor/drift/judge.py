@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.drift.signature import Callee, call_problems, constructor, function_callee
-from envdoctor.probe.drift_ast import Resolver, Target
+from envdoctor.probe.drift_resolve import Resolver, Target
 
 ERROR, WARN, UNRESOLVED = "error", "warn", "unresolved"
 SEVERITIES = (ERROR, WARN, UNRESOLVED)

@@ -15,8 +15,8 @@ from envdoctor.scan import LOADER_LIBRARIES
 SECTION = "drift"
 register_section(SECTION, "drift")
 # The section's helpers, sent before it: the scan's consumer selection (sources), the
-# owner-only cache writer (audit_hash, which needs audit_record) and the two drift helpers.
-MODULE_NEEDS.setdefault("drift", ("sources", "audit_record", "audit_hash", "drift_ast", "drift_uses"))
+# owner-only cache writer (audit_hash, which needs audit_record) and the drift helpers.
+MODULE_NEEDS.setdefault("drift", ("sources", "audit_record", "audit_hash", "drift_ast", "drift_resolve", "drift_uses"))
 
 #: Bounds on what one host's answer may cost.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -27,7 +27,7 @@ MAX_FILES = 20000
 def probe_code_digest() -> str:
     """A digest of the section's code: a cache on the host written by other code is not reused."""
     digest = hashlib.sha1()
-    for module in ("drift", "drift_ast", "drift_uses", "sources"):
+    for module in ("drift", "drift_ast", "drift_resolve", "drift_uses", "sources"):
         digest.update(resources.files("envdoctor.probe").joinpath(f"{module}.py").read_bytes())
     return digest.hexdigest()[:16]
 

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envdoctor.probe.drift_ast import DATACLASS_DECORATORS, KEEP_SIGNATURE, Resolver, Target
+from envdoctor.probe.drift_ast import DATACLASS_DECORATORS, KEEP_SIGNATURE
+from envdoctor.probe.drift_resolve import Resolver, Target
 
 Signature = Mapping[str, Any]
 

@@ -10,11 +10,11 @@
 
 import hashlib
 import json
+import marshal
 import os
+import signal
 import stat
-import sys
 import time
-import types
 from array import array
 
 from envdoctor.probe.audit_record import fsb, fst, stat_key
@@ -91,7 +91,7 @@ def hash_file(path, algos):
 
 
 #: The batches of the current run, set before the workers fork: a task is only an index, so
-#: that 20,000 paths are never pickled to the workers.
+#: that 20,000 paths are never sent to the workers.
 _BATCHES = []
 
 
@@ -137,6 +137,7 @@ def check_pyc_batch(batch):
     """[(pyc, source)] -> (packed pyc and source keys, [(position, why or None, keys)] for
     the .pyc files that differ, whose keys do not pack, or that are not used at all)."""
     words, special = array("q"), []
+    magic = _magic_number()
     for position, (pyc, source) in enumerate(batch):
         try:
             skey = stat_key(os.stat(fsb(source)))
@@ -154,7 +155,7 @@ def check_pyc_batch(batch):
             pkey, header = None, b""
         finally:
             os.close(fd)
-        why = header_mismatch(header, source, skey) if pkey is not None else "unused"
+        why = header_mismatch(header, source, skey, magic) if pkey is not None else "unused"
         if why is None and packable(pkey) and packable(skey):
             words.extend(pkey)
             words.extend(skey)
@@ -205,62 +206,170 @@ def usable_cpus():
         return os.cpu_count() or 1
 
 
-def _make_importable():
-    # Pool workers find functions by module name; the probe runs as exec'd text whose
-    # module exists nowhere, so give it one before forking.
-    name = globals().get("__name__")
-    if name and name not in sys.modules:
-        module = types.ModuleType(name)
-        module.__dict__.update(globals())
-        sys.modules[name] = module
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd, size):
+    parts, left = [], size
+    while left:
+        data = os.read(fd, min(left, 1 << 20))
+        if not data:
+            raise OSError("a worker's answer was cut short")
+        parts.append(data)
+        left -= len(data)
+    return b"".join(parts)
+
+
+def _send(fd, value):
+    """One value as marshal bytes behind their length: nothing waits for an end of file."""
+    data = marshal.dumps(value)
+    _write_all(fd, len(data).to_bytes(8, "little") + data)
+
+
+def _receive(fd):
+    return marshal.loads(_read_exactly(fd, int.from_bytes(_read_exactly(fd, 8), "little")))
+
+
+def _hash_worker(task_fd, pyc_fd, out_fd):
+    """A forked worker: take batch numbers from the shared task pipe until the end mark (-1),
+    then check the .pyc headers it is sent, then send everything back in one answer."""
+    hashed = []
+    while True:
+        raw = os.read(task_fd, 4)
+        if len(raw) < 4 or int.from_bytes(raw, "little", signed=True) < 0:
+            break  # the end mark (or the caller is gone)
+        index = int.from_bytes(raw, "little", signed=True)
+        hashed.append(hash_batch_at(index))
+    pycs = _receive(pyc_fd)
+    _send(out_fd, (hashed, check_pyc_batch(pycs) if pycs else (b"", [])))
 
 
 class HashRun(object):
-    """Hash jobs over worker processes (or serially), started before the caller's other work
-    so that walking the folders overlaps with hashing."""
+    """Hash jobs in forked worker processes (or serially), started before the caller's other
+    work so that walking the folders overlaps with hashing.
+
+    Plain fork and pipes, not multiprocessing: a pool's threads and pickling cost the
+    caller more CPU than its whole walk. The workers take batch numbers from one pipe (a
+    4-byte read of a pipe written in whole numbers is atomic), so a slow core takes fewer;
+    each answers once, at the end, with its digests and the .pyc headers it was given."""
 
     def __init__(self, jobs, workers):
         self.batches = make_batches(jobs)
         _BATCHES[:] = self.batches
-        self.pool = None
-        self.pending = None
-        self.pyc_pending = None
-        self.pyc_batches = []
-        if workers > 1 and len(jobs) >= PARALLEL_MIN_FILES:
-            try:
-                import multiprocessing
+        self.children = []  # [pid, .pyc task pipe, answer pipe]
+        self.pycs = []
+        self.pyc_answers = []
+        if workers > 1 and len(jobs) >= PARALLEL_MIN_FILES and hasattr(os, "fork"):
+            self._start(min(workers, len(self.batches)))
+        self.workers = len(self.children) or 1
 
-                _make_importable()
-                self.pool = multiprocessing.get_context("fork").Pool(min(workers, len(self.batches)))
-                self.pending = self.pool.imap_unordered(hash_batch_at, range(len(self.batches)))
-            except (ImportError, OSError, ValueError, AttributeError):
-                self.pool = None  # no /dev/shm, no fork: hash in this process
-        self.workers = min(workers, len(self.batches)) if self.pool is not None else 1
+    def _start(self, count):
+        try:
+            task_r, task_w = os.pipe()
+        except OSError:
+            return
+        for _ in range(count):
+            try:
+                pyc_r, pyc_w = os.pipe()
+                out_r, out_w = os.pipe()
+            except OSError:
+                break
+            try:
+                pid = os.fork()
+            except OSError:
+                for fd in (pyc_r, pyc_w, out_r, out_w):
+                    os.close(fd)
+                break
+            if pid == 0:  # the worker: never returns, never touches stdout
+                status = 1
+                try:
+                    for fd in [task_w, pyc_w, out_r] + [fd for c in self.children for fd in c[1:]]:
+                        os.close(fd)
+                    _hash_worker(task_r, pyc_r, out_w)
+                    status = 0
+                finally:
+                    os._exit(status)
+            os.close(pyc_r)
+            os.close(out_w)
+            self.children.append([pid, pyc_w, out_r])
+        os.close(task_r)
+        try:
+            # Whole 4-byte numbers in writes of at most PIPE_BUF (atomic), then an end mark per worker.
+            numbers = array("i", list(range(len(self.batches))) + [-1] * len(self.children)).tobytes()
+            for at in range(0, len(numbers), 4096):
+                _write_all(task_w, numbers[at:at + 4096])
+        except OSError:
+            self.close()  # hashed here instead
+        finally:
+            os.close(task_w)
 
     def check_pycs(self, pycs):
-        """Queue .pyc header checks behind the hashing; results() yields them after the digests."""
-        self.pyc_batches = [pycs[i:i + 512] for i in range(0, len(pycs), 512)]
-        if self.pool is not None:
-            self.pyc_pending = self.pool.imap(check_pyc_batch, self.pyc_batches)
-        else:
-            self.pyc_pending = (check_pyc_batch(b) for b in self.pyc_batches)
+        """Hand the .pyc header checks to the workers (a share each, after their hashing);
+        pyc_results() yields them after the digests."""
+        self.pycs = list(pycs)
+        try:
+            for number, child in enumerate(self.children):
+                _send(child[1], self._pyc_share(number))
+                os.close(child[1])
+                child[1] = None
+        except OSError:
+            self.close()
+
+    def _pyc_share(self, number):
+        share = -(-len(self.pycs) // max(1, len(self.children)))
+        return self.pycs[number * share:(number + 1) * share]
+
+    def _answers(self):
+        """The workers' answers as [(hash answers, .pyc answer, its .pyc batch)], or None
+        when one failed (killed, out of memory): then everything is done here instead."""
+        answers = []
+        try:
+            for number, child in enumerate(self.children):
+                if child[1] is not None:  # check_pycs was not called
+                    _send(child[1], [])
+                    os.close(child[1])
+                    child[1] = None
+                hashed, pyc_answer = _receive(child[2])
+                answers.append((hashed, pyc_answer, self._pyc_share(number)))
+        except (OSError, ValueError, EOFError, TypeError):
+            self.close()
+            return None
+        self.close()
+        return answers
+
+    def results(self):
+        answers = self._answers() if self.children else None
+        if answers is None:
+            answers = [([hash_batch_at(i) for i in range(len(self.batches))],
+                        check_pyc_batch(self.pycs) if self.pycs else (b"", []), self.pycs)]
+        for hashed, pyc_answer, pyc_batch in answers:
+            self.pyc_answers.append((pyc_batch, pyc_answer))
+            for index, packed, special in hashed:
+                for result in unpack_batch(self.batches[index], packed, special):
+                    yield result
 
     def pyc_results(self):
-        for batch, (packed, special) in zip(self.pyc_batches, self.pyc_pending or ()):
+        for batch, (packed, special) in self.pyc_answers:
             for result in unpack_pycs(batch, packed, special):
                 yield result
 
-    def results(self):
-        answers = self.pending if self.pool is not None else (hash_batch_at(i) for i in range(len(self.batches)))
-        for index, packed, special in answers:
-            for result in unpack_batch(self.batches[index], packed, special):
-                yield result
-
     def close(self):
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-            self.pool = None
+        for pid, pyc_w, out_r in self.children:
+            for fd in (pyc_w, out_r):
+                if fd is not None:
+                    os.close(fd)
+            try:
+                os.kill(pid, signal.SIGKILL)  # done already, or abandoned
+            except OSError:
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        self.children = []
 
 
 # ---------------------------------------------------------------------------------------
@@ -414,13 +523,18 @@ def write_private(folder, name, data, tail=None):
     return True
 
 
-def header_mismatch(header, source_path, source_key):
-    """Why a cached .pyc (its first 16 bytes) does not belong to its source, or None when it
-    does (or when this interpreter would not use it)."""
+def _magic_number():
     import importlib.util
 
-    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+    return importlib.util.MAGIC_NUMBER
+
+
+def header_mismatch(header, source_path, source_key, magic=None):
+    """Why a cached .pyc (its first 16 bytes) does not belong to its source, or None when it
+    does (or when this interpreter would not use it)."""
+    if len(header) < 16 or header[:4] != (magic or _magic_number()):
         return None  # another interpreter's bytecode: this one ignores it
+    import importlib.util
     flags = int.from_bytes(header[4:8], "little")
     if flags & 1:
         source_hash = getattr(importlib.util, "source_hash", None)

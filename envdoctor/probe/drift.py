@@ -8,7 +8,7 @@
 #   - uses: each consumer file that imports another installed distribution (a provider)
 #     is parsed and its imports, attribute chains and calls on provider names are listed;
 #   - summaries: the provider modules those uses reach, read on demand by the same
-#     resolver the controller runs (drift_ast.Resolver), reduced to their definitions.
+#     resolver the controller runs (drift_resolve.Resolver), reduced to their definitions.
 # Nothing is imported or executed. The whole answer is cached in <venv>/.envdoctor/
 # (owner-only) under a key made of the request, the site folders' entries and the hashes
 # of the RECORDs involved, and checked against the stat of every file it read: an
@@ -18,12 +18,14 @@ import ast
 import hashlib
 import json
 import os
+import stat
 import re
 import time
 
 from envdoctor.probe.audit_hash import write_private
 from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
-from envdoctor.probe.drift_ast import Resolver, summarize_source
+from envdoctor.probe.drift_ast import summarize_source
+from envdoctor.probe.drift_resolve import Resolver
 from envdoctor.probe.drift_uses import Bindings, UseFinder, imported_modules
 from envdoctor.probe.sources import src_record_python_files, src_select_distributions
 
@@ -272,9 +274,18 @@ def read_cache(folder, key):
 
 
 def write_cache(folder, key, read, data):
+    """Save the answer in a real, owner-only folder of ours. The folder's parent must exist
+    already: a check must never create the venv folder it was told about (that would turn
+    "no such venv" into "not a virtualenv") nor write through a planted symlink."""
     try:
         if not os.path.isdir(folder):
-            os.makedirs(folder, 0o700)
+            parent = os.path.dirname(folder)
+            if os.path.basename(parent) == "envdoctor" and os.path.isdir(os.path.dirname(parent)):
+                os.makedirs(parent, 0o700)  # ~/.cache/envdoctor
+            os.mkdir(folder, 0o700)
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            return False
     except OSError:
         return False
     return write_private(folder, DRIFT_CACHE_NAME, {"key": key, "read": read, "data": data})

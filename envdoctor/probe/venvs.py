@@ -259,7 +259,7 @@ def venvs_section(args, emit):
         env, sites = describe_static(prefix, env_python(prefix))
         env["site_packages"] = [p for p in sites if p.endswith("-packages")]
         # With a venv chosen the others are only named (a typo's hint); without, they are ranked.
-        env["distributions"] = [] if configured else read_distributions(sites)
+        env["distributions"] = [] if configured else read_distributions(with_pth_paths(sites))
         envs.append(env)
     default = finish_inspection(*default_job, timeout=timeout) if default_job else None
     return {"configured": configured, "discovered": discovered, "envs": envs, "default": default}

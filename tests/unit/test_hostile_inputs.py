@@ -196,3 +196,20 @@ def test_config_in_an_open_folder_is_refused_unless_sticky(tmp_path):
     with pytest.raises(ConfigError, match="not sticky"):  # the target's folder counts too
         read_trusted_file(link, "config file")
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o777
+
+
+def test_ledger_entries_naming_paths_outside_the_venv_are_flagged():
+    """revert trusts no ledger path: a file outside the venv or a backup outside .envdoctor/backups is named."""
+    from envdoctor.ledger import LedgerEntry, outside_environment
+
+    def entry(file: str, backup: str) -> LedgerEntry:
+        return LedgerEntry.from_json({"file": file, "backup": backup, "patch": "p", "op": "apply", "phase": "done"})
+
+    good = entry("/v/lib/python3.11/site-packages/m.py", "/v/.envdoctor/backups/p/abc-m.py")
+    assert outside_environment(good, "/v") is None
+    for bad in (entry("/etc/passwd", "/v/.envdoctor/backups/p/x"),
+                entry("/v/../etc/passwd", "/v/.envdoctor/backups/p/x"),
+                entry("/v/lib/m.py", "/etc/shadow"),
+                entry("/v/lib/m.py", "/v/.envdoctor/backups/../../../etc/shadow"),
+                entry("/v/.envdoctor/ledger.jsonl", "/v/.envdoctor/backups/p/x")):
+        assert "outside" in (outside_environment(bad, "/v") or ""), bad

@@ -285,3 +285,28 @@ def test_second_patch_on_a_file_accepts_the_first_patchs_text(venv):
     assert outcome.exit_status == 0, outcome.output
     assert venv.file.read_bytes() == PATCHED + b"PATCHED_TWICE = True\n"
     assert plan_patch(DEMO, venv.env, venv.files()).state == APPLIED
+
+
+def test_user_patch_is_proven_like_a_shipped_one(venv, tmp_path):
+    """A --patches file that declares its keyword applies; the same change undeclared is refused and nothing is written."""
+    mine = tmp_path / "mine.py"
+    mine.write_text(
+        "from packaging.specifiers import SpecifierSet\n"
+        "from envdoctor.patching import AddKeyword, Patch\n"
+        "TOKENIZER = 'transformers.AutoTokenizer.from_pretrained'\n"
+        "def transform(module):\n"
+        "    from envdoctor.cst_edits import add_keyword_at_sites\n"
+        "    return add_keyword_at_sites(module, callee=TOKENIZER).module\n"
+        "MINE = Patch(id='mine-flag', summary='s', why='w', distribution='demo', specifier=SpecifierSet('>=1'),\n"
+        "             files=('demo/load.py',), transform=transform,\n"
+        "             declares=(AddKeyword('trust_remote_code', callee=TOKENIZER),))\n"
+        "LAZY = Patch(id='mine-undeclared', summary='s', why='w', distribution='demo', specifier=SpecifierSet('>=1'),\n"
+        "             files=('demo/load.py',), transform=transform)\n"
+    )
+    patches = load_patches([str(mine)])
+    refused = plan_patch(patches.get("mine-undeclared"), venv.env, venv.files())
+    assert refused.state == "refused" and refused.changes == () and "+tok = " in refused.diff
+    plan = plan_patch(patches.get("mine-flag"), venv.env, venv.files())
+    assert plan.state == PENDING, plan.message
+    outcome = asyncio.run(apply_patch_remedy(LocalTransport(), patch_remedy(plan, venv.env, consent=True), dry_run=False))
+    assert outcome.exit_status == 0 and venv.file.read_bytes() == PATCHED
