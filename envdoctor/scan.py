@@ -267,15 +267,17 @@ class _Survey:
 def _survey_file(task: tuple[str, str, str | None, bool]) -> _Survey:
     """Worker: read one file, run both byte filters, read its exports with ``ast``."""
     abspath, relpath, root, use_filter = task
-    module, package = module_of_file(Path(abspath), Path(root) if root else None)
     try:
         data = Path(abspath).read_bytes()
     except OSError as exc:
-        return _Survey(abspath, relpath, 0, False, module, package, (),
-                       ScanError(relpath, f"unreadable: {exc.strerror}"))
+        return _Survey(abspath, relpath, 0, False, "", None, (), ScanError(relpath, f"unreadable: {exc.strerror}"))
     # A file that is not UTF-8 is reported as an error whether or not it passes the filter.
     parse = not use_filter or might_contain_site(data) or not bytes_are_utf8(data)
-    exports = exports_of_source(data, module, package) if not use_filter or might_export_loader(data) else {}
+    export = not use_filter or might_export_loader(data)
+    if not (parse or export):
+        return _Survey(abspath, relpath, len(data), False, "", None, ())  # most files: no path lookups
+    module, package = module_of_file(Path(abspath), Path(root) if root else None)
+    exports = exports_of_source(data, module, package) if export else {}
     return _Survey(abspath, relpath, len(data), parse, module, package, tuple(sorted(exports.items())))
 
 

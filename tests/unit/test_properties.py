@@ -49,7 +49,9 @@ def test_shell_join_refuses_nul_bytes(before, left, right):
 
 
 USER = st.text(st.characters(blacklist_categories=("Cs", "Zs", "Cc"), blacklist_characters="@:[]"), min_size=1,
-               max_size=12).filter(lambda s: not any(c.isspace() for c in s))
+               max_size=12).filter(lambda s: not any(c.isspace() for c in s) and not s.startswith("-"))
+# A destination that starts with "-" is refused (it would read as an option to ssh): see
+# test_destination_starting_with_a_dash_is_refused.
 HOST = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,20}[A-Za-z0-9])?", fullmatch=True)
 
 
@@ -241,3 +243,10 @@ def test_retry_delays_grow_exponentially_with_bounded_jitter(retries, backoff):
     assert len(delays) == retries
     for i, delay in enumerate(delays):
         assert backoff * 2**i <= delay <= 1.5 * backoff * 2**i
+
+
+@given(st.one_of(st.none(), USER), HOST)
+def test_destination_starting_with_a_dash_is_refused(user, host):
+    """`-oProxyCommand=...`-shaped destinations never reach ssh: they are a ConfigError."""
+    with pytest.raises(ConfigError, match="starts with '-'"):
+        parse_destination("-" + (f"{user}@" if user else "") + host)
