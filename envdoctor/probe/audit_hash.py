@@ -233,15 +233,19 @@ def _receive(fd):
     return marshal.loads(_read_exactly(fd, int.from_bytes(_read_exactly(fd, 8), "little")))
 
 
+#: Bytes of one batch number in the task pipe (a native int, 4 on every Linux).
+_TASK_SIZE = array("i").itemsize
+
+
 def _hash_worker(task_fd, pyc_fd, out_fd):
     """A forked worker: take batch numbers from the shared task pipe until the end mark (-1),
     then check the .pyc headers it is sent, then send everything back in one answer."""
     hashed = []
     while True:
-        raw = os.read(task_fd, 4)
-        if len(raw) < 4 or int.from_bytes(raw, "little", signed=True) < 0:
+        raw = os.read(task_fd, _TASK_SIZE)
+        index = array("i", raw)[0] if len(raw) == _TASK_SIZE else -1
+        if index < 0:
             break  # the end mark (or the caller is gone)
-        index = int.from_bytes(raw, "little", signed=True)
         hashed.append(hash_batch_at(index))
     pycs = _receive(pyc_fd)
     _send(out_fd, (hashed, check_pyc_batch(pycs) if pycs else (b"", [])))
@@ -253,8 +257,9 @@ class HashRun(object):
 
     Plain fork and pipes, not multiprocessing: a pool's threads and pickling cost the
     caller more CPU than its whole walk. The workers take batch numbers from one pipe (a
-    4-byte read of a pipe written in whole numbers is atomic), so a slow core takes fewer;
-    each answers once, at the end, with its digests and the .pyc headers it was given."""
+    read of one number from a pipe written in whole numbers is atomic), so a slow core
+    takes fewer; each answers once, at the end, with its digests and the .pyc headers it
+    was given."""
 
     def __init__(self, jobs, workers):
         self.batches = make_batches(jobs)
@@ -297,10 +302,11 @@ class HashRun(object):
             self.children.append([pid, pyc_w, out_r])
         os.close(task_r)
         try:
-            # Whole 4-byte numbers in writes of at most PIPE_BUF (atomic), then an end mark per worker.
+            # Whole numbers in writes of at most PIPE_BUF (atomic), then an end mark per worker.
             numbers = array("i", list(range(len(self.batches))) + [-1] * len(self.children)).tobytes()
-            for at in range(0, len(numbers), 4096):
-                _write_all(task_w, numbers[at:at + 4096])
+            step = 4096 - 4096 % _TASK_SIZE
+            for at in range(0, len(numbers), step):
+                _write_all(task_w, numbers[at:at + step])
         except OSError:
             self.close()  # hashed here instead
         finally:
