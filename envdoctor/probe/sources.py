@@ -11,11 +11,16 @@
 
 import base64
 import csv
+import hashlib
 import io
+import json
 import os
 import re
+import stat
+import tempfile
 
-from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
+from envdoctor.probe.core import (canonical_name, open_regular, open_state_file, read_headers, section, site_dirs,
+                                  site_entries)
 
 _SRC_DIST_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -93,13 +98,103 @@ def _src_import_filter(modules):
                        % (names, names)).encode("ascii"), re.M)
 
 
-def src_imported_module(dist, modules, max_file):
+def src_files_key(dist, files):
+    """A digest of the stat keys (size, mtime_ns, ctime_ns, inode) of the RECORD and of every
+    .py file it lists: any change to what could be read changes it (stat costs far less than
+    reading the files again)."""
+    digest = hashlib.sha1()
+    for path in [os.path.join(dist["dist_info"], "RECORD")] + [os.path.join(dist["site"], r) for r in files]:
+        try:
+            st = os.stat(path)
+            digest.update(("%d %d %d %d\n" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)).encode())
+        except OSError:
+            digest.update(b"-\n")
+    return digest.hexdigest()
+
+
+class ImportsCache(object):
+    """Which module each distribution imports, from an earlier run, keyed by the stat of its
+    files (src_files_key). Kept owner-only in the venv's .envdoctor/ (the user's cache folder
+    for the default interpreter); a folder or file that is not a real private one of this
+    user is neither read nor written."""
+
+    NAME = "imports-cache"
+
+    def __init__(self, prefix):
+        if prefix:
+            self.folder = os.path.join(prefix, ".envdoctor")
+        else:
+            self.folder = os.path.join(os.path.expanduser("~"), ".cache", "envdoctor")
+        self.entries = {}
+        self.used = {}
+        self.changed = False
+        try:
+            with open_state_file(os.path.dirname(self.folder), self.NAME) if prefix else \
+                    open_regular(os.path.join(self.folder, self.NAME)) as handle:
+                if self._private(self.folder):
+                    data = json.loads(handle.read(8 * 1024 * 1024).decode("utf-8"))
+                    if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("entries"), dict):
+                        self.entries = data["entries"]
+        except (OSError, ValueError):
+            pass
+
+    @staticmethod
+    def _private(folder):
+        try:
+            st = os.lstat(folder)
+        except OSError:
+            return False
+        return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+    def lookup(self, folder, key):
+        entry = self.entries.get(folder)
+        if isinstance(entry, list) and len(entry) == 2 and entry[0] == key:
+            self.used[folder] = entry
+            return True, entry[1]
+        return False, None
+
+    def store(self, folder, key, module):
+        self.used[folder] = [key, module]
+        self.changed = True
+
+    def save(self):
+        if not (self.changed or len(self.used) != len(self.entries)):
+            return
+        try:
+            if not os.path.isdir(self.folder) and os.path.isdir(os.path.dirname(self.folder)):
+                os.mkdir(self.folder, 0o700)
+            if not self._private(self.folder):
+                return
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix="." + self.NAME + "-")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(json.dumps({"v": 1, "entries": self.used}).encode("utf-8"))
+                os.replace(tmp, os.path.join(self.folder, self.NAME))
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except (OSError, ValueError):
+            pass  # a cache that cannot be written only costs time next run
+
+
+def src_imported_module(dist, modules, max_file, cache=None):
     """The first of `modules` a .py file of the distribution imports (a byte filter), or None."""
     files = src_record_python_files(dist) or []
     own = canonical_name(dist["name"])
     wanted = [m for m in modules if canonical_name(m) != own]  # a library importing itself is no dependent
     if not wanted:
         return None
+    if cache is None:
+        return _src_first_import(dist, files, wanted, max_file)
+    key = "%s|%d|%s" % (",".join(wanted), max_file, src_files_key(dist, files))
+    hit, module = cache.lookup(dist["dist_info"], key)
+    if not hit:
+        module = _src_first_import(dist, files, wanted, max_file)
+        cache.store(dist["dist_info"], key, module)
+    return module
+
+
+def _src_first_import(dist, files, wanted, max_file):
     quick = [m.encode("ascii") for m in wanted]
     pattern = _src_import_filter(wanted)
     for rel in files:
@@ -121,7 +216,7 @@ def src_imported_module(dist, modules, max_file):
     return None
 
 
-def src_select_distributions(sites, depends_on, extra, imports=(), max_file=4 * 1024 * 1024):
+def src_select_distributions(sites, depends_on, extra, imports=(), max_file=4 * 1024 * 1024, cache=None):
     """The active .dist-info folders to scan: dependents of `depends_on` (under any extra),
     distributions whose files import one of `imports`, and those in `extra`."""
     wanted_deps = set(canonical_name(n) for n in depends_on)
@@ -148,7 +243,7 @@ def src_select_distributions(sites, depends_on, extra, imports=(), max_file=4 * 
         elif set(deps) & wanted_deps:
             dist["reason"] = _src_reason(deps, wanted_deps)
         elif imports:
-            module = src_imported_module(dist, imports, max_file)
+            module = src_imported_module(dist, imports, max_file, cache)
             if module is None:
                 continue
             dist["reason"] = "imports %s" % module
@@ -180,8 +275,11 @@ def sources_section(args, emit):
     max_file = int(args.get("max_file_bytes", 4 * 1024 * 1024))
     budget = int(args.get("max_total_bytes", 16 * 1024 * 1024))
     sites = site_dirs(args.get("prefix"))
+    cache = ImportsCache(args.get("prefix")) if args.get("imports") else None
     dists, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [],
-                                                args.get("imports") or [], max_file)
+                                                args.get("imports") or [], max_file, cache)
+    if cache is not None:
+        cache.save()
     skipped = []
     shipped = 0
     summary = []
