@@ -17,10 +17,13 @@ from functools import lru_cache
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name as _canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.facts import Distribution, Environment
+
+#: canonicalize_name is a regex substitution; a fleet asks it the same few hundred names.
+canonicalize_name = lru_cache(maxsize=65536)(_canonicalize_name)
 
 _EXTRA_IN_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
 
@@ -120,7 +123,9 @@ class _Parsed:
     requires: tuple[tuple[str, Requirement], ...]
 
 
+@lru_cache(maxsize=16384)
 def _parse(dist: Distribution) -> _Parsed | ParseError:
+    """Parsed once per distinct metadata for the whole run (the hosts of a fleet share most)."""
     name = canonicalize_name(dist.name)
     if dist.error:
         return ParseError(name, dist.path, "METADATA", dist.error)
@@ -202,33 +207,68 @@ def check_environment(env: Environment) -> Consistency:
     env_key = tuple(sorted(markers.items()))
     for key, parsed in package_set.items():
         who, who_version = key, str(parsed.version)
-        for text, req in parsed.requires:
-            if not _holds(text, req.marker, markers, env_key=env_key):
-                continue
-            have = package_set.get(canonicalize_name(req.name))
+        wants = _wants(parsed, markers, env_key)
+        for name, req in wants.always:
+            have = package_set.get(name)
             if have is None:
                 result.missing.append(Unmet(who, who_version, req))
-            elif not req.specifier.contains(have.version, prereleases=True):
+            elif not _contains(req, have.version):
                 result.conflicts.append(Unmet(who, who_version, req, str(have.version)))
-        result.extras += _extras_in_use(parsed, package_set, markers, env_key)
+        if wants.by_extra:
+            result.extras += _extras_in_use(parsed, wants, package_set)
     return result
 
 
-def _extras_in_use(parsed: _Parsed, package_set: Mapping[str, _Parsed], markers: Mapping[str, str],
-                   env_key: tuple[tuple[str, str], ...]) -> list[Unmet]:
+@dataclass(frozen=True)
+class _Wants:
+    """What one distribution requires on one kind of host: without an extra, and per extra
+    (only requirements that hold with the extra and not without it)."""
+
+    always: tuple[tuple[str, Requirement], ...]
+    by_extra: tuple[tuple[str, tuple[Requirement, ...]], ...]
+
+
+_WANTS: dict[tuple[Distribution, tuple[tuple[str, str], ...]], _Wants] = {}
+
+
+def _wants(parsed: _Parsed, markers: Mapping[str, str], env_key: tuple[tuple[str, str], ...]) -> _Wants:
+    """Worked out once per (distribution, marker values): the hosts of a fleet share both."""
+    cache_key = (parsed.dist, env_key)
+    found = _WANTS.get(cache_key)
+    if found is not None:
+        return found
+    always = []
+    extras: dict[str, list[Requirement]] = {}
+    for text, req in parsed.requires:
+        if _holds(text, req.marker, markers, "", env_key):
+            always.append((canonicalize_name(req.name), req))
+        elif req.marker is not None and "extra" in text:
+            # It can hold for extra X (and not without it) only if its marker names X.
+            for extra in dict.fromkeys(canonicalize_name(e) for e in _EXTRA_IN_MARKER.findall(text)):
+                if _holds(text, req.marker, markers, extra, env_key):
+                    extras.setdefault(extra, []).append(req)
+    order = extras_of(parsed)
+    found = _Wants(tuple(always), tuple((e, tuple(extras[e])) for e in order if e in extras))
+    if len(_WANTS) >= _VERDICTS_MAX:
+        _WANTS.clear()
+    _WANTS[cache_key] = found
+    return found
+
+
+def _contains(req: Requirement, version: Version) -> bool:
+    return req.specifier.contains(version, prereleases=True)
+
+
+def _extras_in_use(parsed: _Parsed, wants: _Wants, package_set: Mapping[str, _Parsed]) -> list[Unmet]:
     """An extra whose every package is installed is in use (pip check ignores extras nobody
     asked for at install time): its version pins must hold too."""
     unmet = []
-    for extra in extras_of(parsed):
-        wanted = [req for text, req in parsed.requires
-                  if req.marker is not None and "extra" in text
-                  and _holds(text, req.marker, markers, extra, env_key)
-                  and not _holds(text, req.marker, markers, "", env_key)]
-        if not wanted or any(canonicalize_name(r.name) not in package_set for r in wanted):
+    for extra, wanted in wants.by_extra:
+        if any(canonicalize_name(r.name) not in package_set for r in wanted):
             continue
         for req in wanted:
             have = package_set[canonicalize_name(req.name)].version
-            if not req.specifier.contains(have, prereleases=True):
+            if not _contains(req, have):
                 shown = Requirement(str(req))
                 shown.marker = None
                 unmet.append(Unmet(parsed.dist.key, str(parsed.version), shown, str(have), extra))

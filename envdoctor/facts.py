@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name as _canonicalize_name
 
 from envdoctor.probe.program import ProbeOutput
+
+#: A fleet asks for the same few hundred names on every host: compute each once.
+canonicalize_name = lru_cache(maxsize=65536)(_canonicalize_name)
 
 
 @dataclass(frozen=True)

@@ -40,39 +40,105 @@ def check_shape(value: Any, schema: Any, where: str) -> None:
     """Raise SchemaMismatch naming ``where`` (a path like ``venvs.envs[3].distributions``).
 
     Iterative (an explicit stack), so a deeply nested answer cannot exhaust the recursion
-    limit here either."""
-    stack = [(value, schema, where)]
+    limit here either. It runs on every value of every host's answer, so the path of a value
+    is kept as a chain of (parent, step) tuples and written out only for a mismatch, and a
+    list of plain values (``[str]``) is checked in one loop."""
+    stack: list[tuple[Any, Any, Any]] = [(value, schema, (None, where))]
     seen = 0
     while stack:
-        value, schema, where = stack.pop()
+        value, schema, path = stack.pop()
         seen += 1
         if seen > MAX_ITEMS:
-            raise SchemaMismatch(f"{where}: more than {MAX_ITEMS} values")
+            raise SchemaMismatch(f"{_path(path)}: more than {MAX_ITEMS} values")
         if schema is Any:
             continue
         if isinstance(schema, tuple):
             matched = [s for s in schema if _matches_outer(value, s)]
             if not matched:
-                raise SchemaMismatch(f"{where}: expected {_name(schema)}, got {type(value).__name__}")
-            stack.append((value, matched[0], where))
+                raise SchemaMismatch(f"{_path(path)}: expected {_name(schema)}, got {type(value).__name__}")
+            stack.append((value, matched[0], path))
             continue
         if isinstance(schema, list):
             if not isinstance(value, list):
-                raise SchemaMismatch(f"{where}: expected a list, got {type(value).__name__}")
-            stack.extend((item, schema[0], f"{where}[{i}]") for i, item in enumerate(value))
+                raise SchemaMismatch(f"{_path(path)}: expected a list, got {type(value).__name__}")
+            item_schema = schema[0]
+            if item_schema in _PLAIN:
+                seen += len(value)
+                if seen > MAX_ITEMS:
+                    raise SchemaMismatch(f"{_path(path)}: more than {MAX_ITEMS} values")
+                for i, item in enumerate(value):
+                    if not _matches_outer(item, item_schema):
+                        raise SchemaMismatch(f"{_path((path, ('[', i)))}: expected {_name(item_schema)}, "
+                                             f"got {type(item).__name__}")
+                continue
+            stack.extend((item, item_schema, (path, ("[", i))) for i, item in enumerate(value))
             continue
         if isinstance(schema, Keys):
             if not isinstance(value, dict):
-                raise SchemaMismatch(f"{where}: expected an object, got {type(value).__name__}")
-            stack.extend((value[k], s, f"{where}.{k}") for k, s in schema.keys.items() if k in value)
+                raise SchemaMismatch(f"{_path(path)}: expected an object, got {type(value).__name__}")
+            plain, nested = _split(schema)
+            for k, types in plain:
+                if k in value:
+                    item = value[k]
+                    if not isinstance(item, types) or (item.__class__ is bool and bool not in types):
+                        raise SchemaMismatch(f"{_path((path, ('.', k)))}: expected {_name(schema.keys[k])}, "
+                                             f"got {type(item).__name__}")
+            seen += len(plain)
+            stack.extend((value[k], s, (path, (".", k))) for k, s in nested if k in value)
             continue
         if isinstance(schema, MapOf):
             if not isinstance(value, dict):
-                raise SchemaMismatch(f"{where}: expected an object, got {type(value).__name__}")
-            stack.extend((v, schema.value, f"{where}[{k!r}]") for k, v in value.items())
+                raise SchemaMismatch(f"{_path(path)}: expected an object, got {type(value).__name__}")
+            stack.extend((v, schema.value, (path, ("[r", k))) for k, v in value.items())
             continue
         if not _matches_outer(value, schema):
-            raise SchemaMismatch(f"{where}: expected {_name(schema)}, got {type(value).__name__}")
+            raise SchemaMismatch(f"{_path(path)}: expected {_name(schema)}, got {type(value).__name__}")
+
+
+#: Schemas whose values are checked in place, without a stack entry each.
+_PLAIN = (str, int, bool, dict, float)
+_SPLITS: dict[int, tuple[tuple[tuple[str, tuple[type, ...]], ...], tuple[tuple[str, Any], ...]]] = {}
+
+
+def _plain_types(schema: Any) -> tuple[type, ...] | None:
+    """The isinstance() types of a schema made only of plain types (None otherwise). A bool
+    is an int to isinstance: check_shape refuses a bool where bool is not among the types."""
+    options = schema if isinstance(schema, tuple) else (schema,)
+    if not all(o in _PLAIN or o is NONE for o in options):
+        return None
+    types = tuple(dict.fromkeys((int, float) if o is float else (o,) for o in options))
+    return tuple(t for group in types for t in group)
+
+
+def _split(schema: Keys) -> tuple[tuple[tuple[str, tuple[type, ...]], ...], tuple[tuple[str, Any], ...]]:
+    """A Keys schema's fields of plain types (checked in place) and the rest (stacked)."""
+    found = _SPLITS.get(id(schema))
+    if found is None:
+        plain, nested = [], []
+        for key, sub in schema.keys.items():
+            types = _plain_types(sub)
+            if types is None:
+                nested.append((key, sub))
+            else:
+                plain.append((key, types))
+        found = _SPLITS[id(schema)] = (tuple(plain), tuple(nested))
+    return found
+
+
+def _path(path: Any) -> str:
+    """``venvs.envs[3].distributions`` from the chain of steps check_shape keeps."""
+    steps = []
+    while path is not None:
+        path, step = path
+        if isinstance(step, str):
+            steps.append(step)
+        elif step[0] == "[":
+            steps.append(f"[{step[1]}]")
+        elif step[0] == "[r":
+            steps.append(f"[{step[1]!r}]")
+        else:
+            steps.append(f".{step[1]}")
+    return "".join(reversed(steps))
 
 
 def _matches_outer(value: Any, schema: Any) -> bool:
