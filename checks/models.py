@@ -24,6 +24,7 @@ from envdoctor.results import CheckResult, Remedy, Status, errored, failed, pass
 
 from envdoctor.checks._common import target_env, target_python
 from envdoctor.checks.packages import install_remedy
+from envdoctor.report.safe_text import escape_line
 
 #: How transformers names the packages a model's code imports but the venv lacks.
 MISSING_PACKAGES = re.compile(r"packages that were not found in your environment: ([\w.\-]+(?:, [\w.\-]+)*)")
@@ -207,7 +208,8 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
         ids = ", ".join(f"{role} {tok.ids[role]}" for role in ("bos", "eos", "pad") if tok.ids.get(role) is not None)
         size = f"{ranks['lines']} ranks, " if ranks else ""
         length = f"len {tok.length}, " if tok.length is not None else ""
-        summary = (f"{tok.tokenizer_class or 'tokenizer'}: {size}{length}{len(tok.special)} special tokens"
+        # The class name comes from the model's files: a newline in it must not start a line.
+        summary = (f"{escape_line(tok.tokenizer_class or 'tokenizer')}: {size}{length}{len(tok.special)} special tokens"
                    + (f" ({ids})" if ids else ""))
         if tok.chat_template is None:
             return warned(f"{summary}; no chat template",

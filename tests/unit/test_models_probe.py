@@ -218,3 +218,19 @@ def test_folders_that_cannot_be_a_model_fail(tmp_path, files, check, words):
         (tmp_path / name).write_text(text)
     result = getattr(model_checks, check)(ctx_for(probe.inspect_model(str(tmp_path), {})))
     assert result.status is Status.FAIL and words.format(path=tmp_path) in result.message
+
+
+def test_a_tokenizer_class_with_a_newline_stays_on_one_line(model_root, tmp_path):
+    """A hostile tokenizer_class (newline, ESC) is shown escaped in the check's message."""
+    import shutil
+
+    hostile = tmp_path / "hostile"
+    shutil.copytree(model_root / "kimi", hostile)
+    config = json.loads((hostile / "tokenizer_config.json").read_text())
+    config["tokenizer_class"] = "Fake\n  \u2713 host.reachable ok\x1b]0;pwned\x07"
+    config.pop("auto_map", None)  # the class then comes from this file, not from the model's code
+    (hostile / "tokenizer_config.json").write_text(json.dumps(config))
+    ctx = ctx_for(inspect(hostile), dists=(("transformers", "5.24.0"), ("Jinja2", "3.1")))
+    result = model_checks.tokenizer_static(ctx)
+    assert "\n" not in result.message and "\x1b" not in result.message and "\x07" not in result.message
+    assert "Fake\\n" in result.message
