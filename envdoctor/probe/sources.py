@@ -17,10 +17,10 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 
-from envdoctor.probe.core import (canonical_name, open_regular, open_state_file, read_headers, section, site_dirs,
-                                  site_entries)
+from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
 
 _SRC_DIST_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -114,23 +114,19 @@ def src_files_key(dist, files):
 
 class ImportsCache(object):
     """Which module each distribution imports, from an earlier run, keyed by the stat of its
-    files (src_files_key). Kept owner-only in the venv's .envdoctor/ (the user's cache folder
-    for the default interpreter); a folder or file that is not a real private one of this
-    user is neither read nor written."""
-
-    NAME = "imports-cache"
+    files (src_files_key). Kept owner-only in the user's cache folder, one file per
+    environment: a check never writes inside the environment it looks at. A folder or file
+    that is not a real private one of this user is neither read nor written."""
 
     def __init__(self, prefix):
-        if prefix:
-            self.folder = os.path.join(prefix, ".envdoctor")
-        else:
-            self.folder = os.path.join(os.path.expanduser("~"), ".cache", "envdoctor")
+        self.folder = os.path.join(os.path.expanduser("~"), ".cache", "envdoctor")
+        digest = hashlib.sha1(os.path.abspath(prefix or sys.prefix).encode("utf-8", "surrogateescape"))
+        self.NAME = "imports-" + digest.hexdigest()[:16]
         self.entries = {}
         self.used = {}
         self.changed = False
         try:
-            with open_state_file(os.path.dirname(self.folder), self.NAME) if prefix else \
-                    open_regular(os.path.join(self.folder, self.NAME)) as handle:
+            with open_regular(os.path.join(self.folder, self.NAME)) as handle:
                 if self._private(self.folder):
                     data = json.loads(handle.read(8 * 1024 * 1024).decode("utf-8"))
                     if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("entries"), dict):
@@ -161,8 +157,8 @@ class ImportsCache(object):
         if not (self.changed or len(self.used) != len(self.entries)):
             return
         try:
-            if not os.path.isdir(self.folder) and os.path.isdir(os.path.dirname(self.folder)):
-                os.mkdir(self.folder, 0o700)
+            if not os.path.isdir(self.folder):
+                os.makedirs(self.folder, 0o700)
             if not self._private(self.folder):
                 return
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix="." + self.NAME + "-")

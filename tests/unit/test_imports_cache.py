@@ -25,7 +25,8 @@ def make_dist(site: Path, name: str, files: dict[str, str]) -> dict:
 
 
 @pytest.fixture
-def venv(tmp_path: Path) -> tuple[Path, Path]:
+def venv(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the cache lives in ~/.cache/envdoctor
     prefix = tmp_path / "venv"
     site = prefix / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
@@ -40,7 +41,9 @@ def test_a_second_run_reads_no_file_and_a_change_is_seen(venv, monkeypatch) -> N
     first = sources.ImportsCache(str(prefix))
     assert sources.src_imported_module(dist, ["transformers"], 1 << 20, first) is None
     first.save()
-    assert (prefix / ".envdoctor" / "imports-cache").stat().st_mode & 0o077 == 0
+    saved = Path(first.folder) / first.NAME
+    assert saved.stat().st_mode & 0o077 == 0 and Path(first.folder).stat().st_mode & 0o077 == 0
+    assert not (prefix / ".envdoctor").exists()  # a check writes nothing inside the environment
 
     reads = []
     real = sources._src_first_import
@@ -62,10 +65,10 @@ def test_a_cache_in_a_folder_others_can_write_is_ignored(venv, monkeypatch) -> N
     cache = sources.ImportsCache(str(prefix))
     assert sources.src_imported_module(dist, ["transformers"], 1 << 20, cache) == "transformers"
     cache.save()
-    folder = prefix / ".envdoctor"
+    folder = Path(cache.folder)
     # Plant a verdict that hides the import, then open the folder to others.
-    planted = (folder / "imports-cache").read_text().replace('"transformers"]', 'null]')
-    (folder / "imports-cache").write_text(planted)
+    planted = (folder / cache.NAME).read_text().replace('"transformers"]', 'null]')
+    (folder / cache.NAME).write_text(planted)
     os.chmod(folder, 0o777)
     assert sources.src_imported_module(dist, ["transformers"], 1 << 20, sources.ImportsCache(str(prefix))) \
         == "transformers"
@@ -74,8 +77,9 @@ def test_a_cache_in_a_folder_others_can_write_is_ignored(venv, monkeypatch) -> N
     assert sources.src_imported_module(dist, ["transformers"], 1 << 20, trusted) is None  # the planted one, now private
 
 
-def test_the_cache_never_creates_a_missing_venv(tmp_path: Path) -> None:
-    """Saving under a venv path that does not exist creates nothing."""
+def test_the_cache_never_creates_a_missing_venv(tmp_path: Path, monkeypatch) -> None:
+    """Saving the cache of a venv path that does not exist creates nothing there."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     cache = sources.ImportsCache(str(tmp_path / "nope"))
     cache.store("x", "k", None)
     cache.save()
