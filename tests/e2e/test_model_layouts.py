@@ -10,7 +10,6 @@ or of the model's code runs for it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 

@@ -20,7 +20,7 @@ def dist(site: Path, name: str, version: str, files: dict[str, str], requires: t
         path.write_text(textwrap.dedent(text), encoding="utf-8")
     info = site / f"{name}-{version}.dist-info"
     info.mkdir()
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
     (info / "METADATA").write_text("\n".join(meta) + "\n\n", encoding="utf-8")
     (info / "RECORD").write_text("".join(f"{rel},,\n" for rel in files) + f"{info.name}/RECORD,,\n", encoding="utf-8")
 

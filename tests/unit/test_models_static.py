@@ -12,7 +12,7 @@ from envdoctor.mask_candidates import named_ids
 from envdoctor.models import ModelFacts, choose_mask_token, resolve_architecture
 from envdoctor.probe import model_tokenizer as reduce
 from envdoctor.probe import models as probe
-from envdoctor.tokenizer_static import chat_template_of, from_tokenizer_json
+from envdoctor.tokenizer_static import chat_template_of
 
 
 def tokenizer_json(path: Path, base: int, added: list[tuple[int, str, bool]], vocab_names: dict[int, str] = {},
