@@ -133,18 +133,24 @@ def venv_prefix_of(python):
     return None
 
 
-def pyvenv_setting(prefix, key):
-    """A `key = value` line of prefix/pyvenv.cfg, lower-cased key; None when absent."""
+def read_pyvenv_cfg(prefix):
+    """prefix/pyvenv.cfg as a dict of lower-cased keys; empty when there is none."""
+    settings = {}
     try:
         with open_regular(os.path.join(prefix, "pyvenv.cfg")) as handle:
             text = handle.read(65536).decode("utf-8", "replace")
     except OSError:
-        return None
+        return settings
     for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip().lower() == key:
-            return value.strip()
-    return None
+        key, sep, value = line.partition("=")
+        if sep:
+            settings[key.strip().lower()] = value.strip()
+    return settings
+
+
+def pyvenv_setting(prefix, key):
+    """A `key = value` line of prefix/pyvenv.cfg, lower-cased key; None when absent."""
+    return read_pyvenv_cfg(prefix).get(key)
 
 
 def interpreter_prefix():

@@ -10,7 +10,7 @@ import os
 import platform
 import re
 
-from envdoctor.probe.core import open_regular, site_dirs
+from envdoctor.probe.core import open_regular, read_pyvenv_cfg, site_dirs
 
 #: Folders users keep environments in (uv's project .venv in the home folder matches ~/.venv*).
 DISCOVERY_PATTERNS = (
@@ -89,20 +89,6 @@ def discover_envs(exclude=()):
         if len(unique) >= MAX_DISCOVERED:
             break
     return unique
-
-
-def read_pyvenv_cfg(prefix):
-    settings = {}
-    try:
-        with open_regular(os.path.join(prefix, "pyvenv.cfg")) as handle:
-            text = handle.read(65536).decode("utf-8", "replace")
-    except OSError:
-        return settings
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            settings[key.strip().lower()] = value.strip()
-    return settings
 
 
 def _version_text(text):
