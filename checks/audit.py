@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from envdoctor.audit import FileState, patch_statuses
+from typing import TYPE_CHECKING
+
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, errored, failed, passed, warned
+
+if TYPE_CHECKING:
+    from envdoctor.audit import FileState
 
 
 @check(
@@ -21,6 +25,8 @@ def recorded_patches(ctx: CheckContext) -> CheckResult:
     ledger = ctx.facts.section("patch-ledger")
     if not ledger or not ledger.get("exists"):
         return passed("no patch ledger: envdoctor has not patched this environment")
+    from envdoctor.audit import FileState, patch_statuses  # (the audit engine, only with a ledger)
+
     statuses, notes = patch_statuses(ledger)
     by_state: dict[FileState, list[str]] = {}
     for status in statuses:

@@ -10,14 +10,14 @@ torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from envdoctor.gpu.demangle import demangle
-from envdoctor.gpu.document import gpu_document
-from envdoctor.gpu.stack import GpuStack
-from envdoctor.gpu.verdicts import Verdict, judge
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, Status, errored
+
+if TYPE_CHECKING:
+    from envdoctor.gpu.stack import GpuStack
+    from envdoctor.gpu.verdicts import Verdict
 
 SECTION = "gpu-stack"
 
@@ -31,6 +31,10 @@ SECTION = "gpu-stack"
         "fails the job only after minutes of start-up",
 )
 def gpu_stack(ctx: CheckContext) -> CheckResult:
+    from envdoctor.gpu.demangle import demangle  # (the GPU tables load only when this check runs)
+    from envdoctor.gpu.stack import GpuStack
+    from envdoctor.gpu.verdicts import judge
+
     error = ctx.facts.probe.errors.get(SECTION)
     if error:
         return errored(f"the probe could not read the GPU stack: {error.strip().splitlines()[-1]}")
@@ -47,6 +51,8 @@ def gpu_stack(ctx: CheckContext) -> CheckResult:
 
 
 def result_of(stack: GpuStack, verdict: Verdict) -> CheckResult:
+    from envdoctor.gpu.document import gpu_document
+
     details: dict[str, Any] = {"gpu": gpu_document(stack), "findings": [f.to_json() for f in verdict.findings]}
     if verdict.skipped:
         details["skipped"] = verdict.skipped

@@ -7,7 +7,6 @@ from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, warned
 
 from envdoctor.checks._common import belongs_to, target_env, target_python
-from envdoctor.env_choice import job_needs, meets, rank, same_prefix
 
 
 @check(
@@ -42,6 +41,8 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
                 remedy=Remedy(summary=f"recreate the venv at {env.prefix} (its base interpreter may have moved)", automatic=False),
             )
         return passed(f"{env.python} runs (Python {env.version})", python=env.python, version=env.version)
+
+    from envdoctor.env_choice import job_needs, meets, rank, same_prefix  # (ranks the discovered envs)
 
     default = facts.default_env
     needs = job_needs(ctx.spec, facts, ctx.spec.stage_commands)

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-
-from envdoctor.graph import CheckContext, check
-from envdoctor.model_code import check_code, is_stdlib
-from envdoctor.models import (
-    REQUIRED_ARCH_FIELDS,
-    ModelConfigError,
-    ModelFacts,
-    choose_mask_token,
-    models_from_facts,
-    tokenizer_needs_ranks,
-)
-from envdoctor.results import CheckResult, Remedy, Status, errored, failed, passed, skipped, warned
+from typing import TYPE_CHECKING
 
 from envdoctor.checks._common import target_env, target_python
 from envdoctor.checks.packages import install_remedy
+
+from envdoctor.graph import CheckContext, check
 from envdoctor.report.safe_text import escape_line
+from envdoctor.results import CheckResult, Remedy, Status, errored, failed, passed, skipped, warned
+
+if TYPE_CHECKING:
+    from envdoctor.models import ModelFacts
+
+# The model modules (config, tokenizer and code readers) are imported inside the judges:
+# a host without models never pays for them at start-up.
 
 #: How transformers names the packages a model's code imports but the venv lacks.
 MISSING_PACKAGES = re.compile(r"packages that were not found in your environment: ([\w.\-]+(?:, [\w.\-]+)*)")
@@ -37,9 +35,11 @@ _SEVERITY = {Status.PASS: 0, Status.SKIPPED: 0, Status.WARN: 1, Status.FAIL: 2, 
 
 def per_model(ctx: CheckContext, judge: Callable[[ModelFacts], CheckResult]) -> CheckResult:
     """Judge each model; the worst result decides, every model's message is kept."""
-    models = models_from_facts(ctx.facts)
     if not ctx.spec.models:
         return skipped(NO_MODELS)
+    from envdoctor.models import models_from_facts
+
+    models = models_from_facts(ctx.facts)
     if not models:
         error = (ctx.facts.probe.errors.get("models") or "no result").strip().splitlines()[-1]
         return errored(f"the probe could not read the model folders: {error}")
@@ -71,6 +71,8 @@ def folder_contents(model: ModelFacts) -> str:
 )
 def model_config(ctx: CheckContext) -> CheckResult:
     def judge(model: ModelFacts) -> CheckResult:
+        from envdoctor.models import REQUIRED_ARCH_FIELDS, ModelConfigError
+
         try:
             arch = model.architecture()
         except ModelConfigError as exc:
@@ -96,6 +98,8 @@ def code_imports(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
 
     def judge(model: ModelFacts) -> CheckResult:
+        from envdoctor.model_code import check_code, is_stdlib
+
         if model.error:
             return failed(f"{model.path}: {model.error}")
         if not model.code and not model.auto_map:
@@ -159,6 +163,8 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
     env = target_env(ctx)
 
     def judge(model: ModelFacts) -> CheckResult:
+        from envdoctor.models import ModelConfigError, tokenizer_needs_ranks
+
         if model.error:
             return failed(f"{model.path}: {model.error}")
         if "tokenizer_config.json" in model.json_errors:
@@ -280,6 +286,8 @@ def tokenizer_live(ctx: CheckContext) -> CheckResult:
 )
 def mask_token(ctx: CheckContext) -> CheckResult:
     def judge(model: ModelFacts) -> CheckResult:
+        from envdoctor.models import ModelConfigError, choose_mask_token
+
         if model.error or ("tokenizer_config.json" not in model.json_files and not model.tokenizer_json):
             return skipped(f"no readable tokenizer_config.json or tokenizer.json in {model.path}")
         try:

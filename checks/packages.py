@@ -11,12 +11,9 @@ from packaging.version import InvalidVersion, Version
 
 from envdoctor.facts import Distribution, Environment
 from envdoctor.graph import CheckContext, check
-from envdoctor.pip_plan import plan_from_distributions
-from envdoctor.pip_remedy import install_payload
 from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
 
 from envdoctor.checks._common import NOT_CHOSEN, chosen_venv, target_env, target_python
-from envdoctor.checks._consistency import check_environment, summary_lines, wanted_requirements
 
 
 @functools.lru_cache(maxsize=16384)
@@ -85,6 +82,9 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
     env = target_env(ctx)
     payload = {}
     if env is not None:
+        from envdoctor.pip_plan import plan_from_distributions  # (only when there is a remedy)
+        from envdoctor.pip_remedy import install_payload
+
         pip = env.installed.get("pip")
         payload = install_payload(env.prefix, pip.version if pip else None,
                                   plan_from_distributions(env.installed.values()), dict(env.markers))
@@ -131,6 +131,8 @@ def consistent(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
     if not env.markers:
         return skipped(f"{env.python} did not report its platform, so markers cannot be evaluated")
+    from envdoctor.checks._consistency import check_environment, summary_lines, wanted_requirements
+
     found = check_environment(env)
     details = {
         "pip_check": {"ok": found.pip_ok, "lines": found.pip_lines(),

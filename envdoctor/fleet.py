@@ -11,6 +11,7 @@ import asyncio
 import resource
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.facts import HostFacts, Problem
@@ -19,12 +20,13 @@ from envdoctor.graph import CheckGraph, RemedySettings
 from envdoctor.index_credentials import wrapped_command
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.patching import apply_patch_remedy
-from envdoctor.pip_remedy import InstalledState, apply_pip_install, is_pip_install
 from envdoctor.results import CheckResult, Remedy, Status
 from envdoctor.transport.interface import CommandResult, Transport, shell_join
 from envdoctor.transport.local import LocalTransport
 from envdoctor.transport.target import SSHOptions
+
+if TYPE_CHECKING:
+    from envdoctor.pip_remedy import InstalledState
 
 log = get_logger(__name__)
 
@@ -127,6 +129,8 @@ async def run_command_remedy(
 async def run_patch_remedy(
     transport: Transport, spec: HostSpec, check_id: str, remedy: Remedy, dry_run: bool
 ) -> Action:
+    from envdoctor.patching import apply_patch_remedy  # the patch engine (libcst) only when a patch runs
+
     log.info("patch_start", host=spec.name, check=check_id, dry_run=dry_run)
     outcome = await apply_patch_remedy(transport, remedy, dry_run=dry_run)
     return Action(check_id, remedy.summary, remedy.display, outcome.exit_status, outcome.output, outcome.diff)
@@ -200,6 +204,8 @@ class HostRun:
     async def install(self, transport: Transport, check_id: str, remedy: Remedy, dry_run: bool,
                       installed: InstalledState) -> Action:
         """A pip install remedy: run only when pip's own plan breaks nothing installed."""
+        from envdoctor.pip_remedy import apply_pip_install
+
         async def run(argv: Sequence[str]) -> CommandResult:
             log.info("remedy_start", host=self.spec.name, check=check_id, command=shell_join(argv))
             result = await run_remedy_argv(transport, remedy, argv)
@@ -216,6 +222,8 @@ class HostRun:
         remedies = pending_remedies(before)
         if not remedies:
             return HostReport(self.spec, before, before=before)
+        from envdoctor.pip_remedy import is_pip_install
+
         self.progress(self.spec.name, "fixing")
         actions = []
         installed: InstalledState = {}  # what each install changed, for judging the next plan

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
@@ -127,6 +125,8 @@ class Overrides:
 
 def parse_requirement(text: str, *, where: str) -> str:
     """Validate a PEP 508 requirement; returns it unchanged."""
+    from packaging.requirements import InvalidRequirement, Requirement  # (its parser: 20 ms of start-up)
+
     try:
         Requirement(text)
     except InvalidRequirement as exc:

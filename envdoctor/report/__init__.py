@@ -6,6 +6,8 @@ from envdoctor.fleet import FleetReport
 from envdoctor.logsafe import redact_secret_values
 
 FORMATS = ("text", "json", "junit")
+#: The formats of `envdoctor scan` (envdoctor.report.scan_report renders them).
+SCAN_FORMATS = ("text", "json", "sarif")
 
 
 def render(report: FleetReport, fmt: str, *, color: bool = False, width: int = 100) -> str:

@@ -10,15 +10,23 @@ forbids.
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 #: C0 controls but tab and newline, DEL, C1 controls, and the bidi overrides that reorder text.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_OR_NEWLINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+_CONTROL_OR_NEWLINE = "[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 #: What a rich console writes for styles (SGR): kept when a report is drawn in colour.
-_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_SGR = r"\x1b\[[0-9;]*m"
 #: Characters XML 1.0 does not allow anywhere in a document.
-_NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NOT_XML = "[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    # Compiled on first use: these classes cost ~10 ms to compile, paid only by a report that
+    # has text to clean (start-up time of every command).
+    return re.compile(pattern)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -31,7 +39,7 @@ def _escape(match: re.Match[str]) -> str:
 
 def escape_line(text: str) -> str:
     """One line of a report: every control character, newline included, shown escaped."""
-    return _CONTROL_OR_NEWLINE.sub(_escape, text)
+    return _compiled(_CONTROL_OR_NEWLINE).sub(_escape, text)
 
 
 def single_line(line: Any) -> Any:
@@ -46,7 +54,7 @@ def single_line(line: Any) -> Any:
 
 def escape_controls(text: str) -> str:
     """A whole text report: control characters escaped, newlines and tabs kept."""
-    return _CONTROL.sub(_escape, text)
+    return _compiled(_CONTROL).sub(_escape, text)
 
 
 def terminal_safe(text: str) -> str:
@@ -56,7 +64,7 @@ def terminal_safe(text: str) -> str:
         return escape_controls(text)
     parts = []
     last = 0
-    for match in _SGR.finditer(text):
+    for match in _compiled(_SGR).finditer(text):
         parts.append(escape_controls(text[last:match.start()]))
         parts.append(match.group())
         last = match.end()
@@ -66,4 +74,4 @@ def terminal_safe(text: str) -> str:
 
 def xml_safe(text: str) -> str:
     """``text`` without the characters XML 1.0 forbids (ElementTree would write them as is)."""
-    return _NOT_XML.sub("", text)
+    return _compiled(_NOT_XML).sub("", text)

@@ -10,8 +10,6 @@ from envdoctor.report import sarif
 from envdoctor.report.envelope import dump_json
 from envdoctor.scan import STATES, ScanReport
 
-SCAN_FORMATS = ("text", "json", "sarif")
-
 
 def render_json(scans: Sequence[tuple[Path, ScanReport]]) -> str:
     """``{"sites": [...], "errors": [...]}``; each path relative to the folder it was found in."""

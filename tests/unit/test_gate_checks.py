@@ -104,6 +104,7 @@ def test_disk_names_the_filesystem_of_the_venv_and_each_model():
 def test_mask_token_informs_unless_a_drafter_is_trained(monkeypatch):
     """A tokenizer with no usable mask candidate fails model.mask-token only with --draft; else it informs."""
     import envdoctor.checks.models as models_checks
+    import envdoctor.models as models
     from envdoctor.graph import CheckContext
     from envdoctor.models import MaskChoice
 
@@ -119,7 +120,7 @@ def test_mask_token_informs_unless_a_drafter_is_trained(monkeypatch):
             return None
 
     monkeypatch.setattr(models_checks, "per_model", lambda ctx, judge: judge(NoMask()))
-    monkeypatch.setattr(models_checks, "choose_mask_token",
+    monkeypatch.setattr(models, "choose_mask_token",  # the check imports it when it judges
                         lambda tok, vocab: MaskChoice(None, None, "none", "no reserved id: the vocabulary must grow"))
     serving = models_checks.mask_token(CheckContext(HostSpec("h", None), facts()))
     drafting = models_checks.mask_token(CheckContext(HostSpec("h", None, draft=True), facts()))
