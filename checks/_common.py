@@ -41,10 +41,12 @@ def same_interpreter(path: str, env: Environment) -> bool:
     with symlinks resolved, the file itself not: a venv's bin/python links to its base)."""
     if not path:
         return False
-    folder = os.path.realpath(os.path.dirname(path))
-    if folder == os.path.realpath(os.path.join(env.prefix, "bin")):
+    from envdoctor.env_choice import real_path
+
+    folder = real_path(os.path.dirname(path))
+    if folder == real_path(os.path.join(env.prefix, "bin")):
         return True
-    return bool(env.executable) and folder == os.path.realpath(os.path.dirname(env.executable))
+    return bool(env.executable) and folder == real_path(os.path.dirname(env.executable))
 
 
 def belongs_to(program: ProgramOnPath, env: Environment, path: str | None = None) -> bool:

@@ -255,8 +255,22 @@ def _wants(parsed: _Parsed, markers: Mapping[str, str], env_key: tuple[tuple[str
     return found
 
 
+#: Verdicts of ``req``'s specifier on a version, by (id(req), version), with the requirement
+#: kept in the value so that its id cannot be reused. Requirements come from the per
+#: distribution parse cache, so the hosts of a fleet ask the same questions.
+_CONTAINS: dict[tuple[int, Version], tuple[Requirement, bool]] = {}
+
+
 def _contains(req: Requirement, version: Version) -> bool:
-    return req.specifier.contains(version, prereleases=True)
+    key = (id(req), version)
+    found = _CONTAINS.get(key)
+    if found is not None and found[0] is req:
+        return found[1]
+    verdict = req.specifier.contains(version, prereleases=True)
+    if len(_CONTAINS) >= _VERDICTS_MAX:
+        _CONTAINS.clear()
+    _CONTAINS[key] = (req, verdict)
+    return verdict
 
 
 def _extras_in_use(parsed: _Parsed, wants: _Wants, package_set: Mapping[str, _Parsed]) -> list[Unmet]:

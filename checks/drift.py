@@ -9,10 +9,11 @@ call against the definition it reaches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envdoctor.drift.judge import ERROR, WARN, judge
-from envdoctor.drift.request import SECTION
+from envdoctor.drift.request import SECTION, stage_scope
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, skipped, warned
 
@@ -36,20 +37,42 @@ def api_drift(ctx: CheckContext) -> CheckResult:
     if data is None:
         return skipped("the probe did not read the installed libraries' code")
     pairs = judge(data, f"{ctx.spec.venv}/bin/python" if ctx.spec.venv else "python3")
+    scope, scope_note = scope_of(data, ctx.spec.stage_commands)
     details: dict[str, Any] = {"pairs": [p.to_json() for p in pairs], "cache": data.get("cache"),
-                               "files_parsed": data.get("files_parsed")}
+                               "files_parsed": data.get("files_parsed"), "scope": scope}
     if data.get("errors"):
         details["errors"] = data["errors"]
     errors = [p for p in pairs if p.count(ERROR)]
     warnings = [p for p in pairs if p.count(WARN)]
-    checked = f"{sum(p.uses for p in pairs)} use(s) in {len(pairs)} consumer→provider pair(s)"
+    checked = f"{sum(p.uses for p in pairs)} use(s) in {len(pairs)} consumer→provider pair(s){scope_note}"
     if not errors and not warnings:
         return passed(f"{checked}, none that the installed definitions reject", **details)
     bad = errors or warnings
     severity = ERROR if errors else WARN
     shown = [f"{f.path}:{f.line} {f.use}: {f.why}" for p in bad for f in p.findings if f.severity == severity][:SHOWN]
-    message = "; ".join(p.headline() for p in bad) + " — " + "; ".join(shown)
+    message = "; ".join(p.headline() for p in bad) + scope_note + " — " + "; ".join(shown)
     remedy = Remedy(bad[0].remedy, automatic=False)
     if errors:
         return failed(message, remedy=remedy, **details)
     return warned(message, remedy=remedy, **details)
+
+
+def scope_of(data: Mapping[str, Any], stage_commands: Sequence[str]) -> tuple[dict[str, Any], str]:
+    """Which entries the section followed (the host's stages'), or why it read every consumer
+    file: as details and as a clause of the message ("" when no stage runs on the host)."""
+    entry = data.get("entry")
+    entries = [entry] if isinstance(entry, str) else [str(e) for e in entry or []]
+    unfound = [str(e) for e in data.get("entries_unfound") or []]
+    if entries and not unfound:
+        files = data.get("scoped_files")
+        count = f", {len(files)} consumer file(s)" if isinstance(files, list) else ""
+        return ({"entries": entries, "files": len(files) if isinstance(files, list) else None},
+                f" (scoped to the host's stage entry {', '.join(entries)}{count})")
+    if unfound:
+        why = (f"the stage entry {', '.join(unfound)} is neither a module of the checked libraries "
+               "nor a script on the host")
+    else:
+        why = stage_scope(stage_commands).unscoped
+    if not why:
+        return {"entries": None}, ""
+    return {"entries": None, "unscoped": why}, f" (not scoped: {why}; every file checked)"

@@ -29,10 +29,8 @@ from envdoctor.inventory import (
     resolve_hosts,
 )
 from envdoctor.logsafe import configure_logging, get_logger, redact_secret_values
-from envdoctor.patching import generic_patches, load_patches, user_patches
-from envdoctor.report import FORMATS, render
+from envdoctor.report import FORMATS, SCAN_FORMATS, render
 from envdoctor.report.safe_text import terminal_safe
-from envdoctor.report.scan_report import SCAN_FORMATS
 from envdoctor.transport.target import SSHOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -179,6 +177,7 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     patch_files = tuple(opts.get("patch_files", ()))
     if patch_files:
         from envdoctor.checks.patches import patch_checks  # content builds the checks of the user's patches
+        from envdoctor.patching import user_patches
 
         specs = [replace(spec, patches=patch_files) for spec in specs]
         graph = CheckGraph([*graph.checks.values(), *patch_checks(user_patches(patch_files))])
@@ -194,9 +193,11 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
         remedies=remedies,
         only=only,
     )
-    from envdoctor.transport.openssh import resolve_all  # ssh -G once per host, now: a bad SSH config is exit 2
+    targets = [spec.ssh for spec in specs if spec.ssh is not None]
+    if targets:
+        from envdoctor.transport.openssh import resolve_all  # ssh -G once per host, now: a bad SSH config is exit 2
 
-    resolve_all([spec.ssh for spec in specs if spec.ssh is not None], settings.ssh)
+        resolve_all(targets, settings.ssh)
     return Selection(specs, inventory, settings, graph)
 
 
@@ -537,6 +538,7 @@ def patches_group() -> None:
 def list_patches(patch_files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """List every patch fix can apply: id, distribution and versions, summary (the generic
     trust-remote-code patch too, whose files check finds on each host)."""
+    from envdoctor.patching import generic_patches, load_patches
     from envdoctor.report.listing import render_patch_list
 
     emit(render_patch_list([*load_patches(patch_files).patches, *generic_patches()], fmt), output)
@@ -556,6 +558,8 @@ def show_patch(patch_id: str, patch_files: tuple[str, ...], fmt: str, output: st
 
 def known_patch(patch_id: str, patch_files: tuple[str, ...]) -> Any:
     """The patch named ``patch_id`` (shipped, generic or the user's); an unknown id is exit 2."""
+    from envdoctor.patching import generic_patches, load_patches
+
     for generic in generic_patches():
         if generic.id == patch_id:
             return generic
@@ -708,7 +712,9 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
         known = ", ".join(sorted(selection.inventory.stages)) or "none"
         raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
     spec = _one_host(selection, host)
-    spec = replace(spec, skip=spec.skip + stage.skip, draft=spec.draft or stage_trains_drafter(stage))
+    # What this run starts is the stage's command (code.api-drift follows its entry).
+    spec = replace(spec, skip=spec.skip + stage.skip, draft=spec.draft or stage_trains_drafter(stage),
+                   stage_commands=(stage.command,))
     if stage.host and stage.host != host:
         raise UsageError(f"stage {stage_name!r} runs on {stage.host!r}, not {host!r}")
     selection.graph.closure(stage.requires)  # an unknown check id is the config's fault: exit 2

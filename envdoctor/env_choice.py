@@ -11,6 +11,7 @@ environments were read by the probe (discovered ones from their files only).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -147,4 +148,10 @@ def rank(envs: Sequence[Environment], needs: Sequence[Need]) -> list[Candidate]:
 
 
 def same_prefix(a: str, b: str) -> bool:
-    return bool(a) and bool(b) and os.path.realpath(a) == os.path.realpath(b)
+    return bool(a) and bool(b) and real_path(a) == real_path(b)
+
+
+@functools.lru_cache(maxsize=4096)
+def real_path(path: str) -> str:
+    """os.path.realpath, once per path in a run: every host of a fleet names the same few."""
+    return os.path.realpath(path)

@@ -27,22 +27,51 @@ class Distribution:
     active: bool = True
     error: str | None = None
 
-    @property
+    @cached_property
     def key(self) -> str:
         return canonicalize_name(self.name)
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any]) -> Distribution:
-        return cls(
+        # The hosts of a fleet report the same distributions: one object per distinct record
+        # (equal by value, so nothing can tell them apart), which also keeps the caches keyed
+        # by distribution warm. A record that cannot be a key is built as it is.
+        requires = raw.get("requires", ())
+        try:
+            key = (raw.get("name", ""), raw.get("version", ""), tuple(requires), raw.get("path", ""),
+                   raw.get("site", ""), raw.get("kind", "dist-info"), raw.get("active", True), raw.get("error"))
+            found = _DISTRIBUTIONS.get(key)
+        except TypeError:
+            key, found = None, None
+        if found is not None:
+            return found
+        made = cls(
             name=str(raw.get("name", "")),
             version=str(raw.get("version", "")),
-            requires=tuple(str(r) for r in raw.get("requires", ())),
+            requires=tuple(str(r) for r in requires),
             path=str(raw.get("path", "")),
             site=str(raw.get("site", "")),
             kind=str(raw.get("kind", "dist-info")),
             active=bool(raw.get("active", True)),
             error=raw.get("error"),
         )
+        if key is not None and _plain_record(key):  # then a hit can only be an equal record
+            if len(_DISTRIBUTIONS) >= _DISTRIBUTIONS_MAX:
+                _DISTRIBUTIONS.clear()
+            _DISTRIBUTIONS[key] = made
+        return made
+
+
+_DISTRIBUTIONS: dict[tuple[Any, ...], Distribution] = {}
+_DISTRIBUTIONS_MAX = 200_000
+
+
+def _plain_record(key: tuple[Any, ...]) -> bool:
+    """Text where text goes, a real bool, text or None for the error: no other value (1 for
+    True, say) can then equal this key and be handed the object built from it."""
+    name, version, requires, path, site, kind, active, error = key
+    return (all(x.__class__ is str for x in (name, version, path, site, kind, *requires))
+            and active.__class__ is bool and (error is None or error.__class__ is str))
 
 
 @dataclass(frozen=True)

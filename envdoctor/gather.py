@@ -24,11 +24,8 @@ from envdoctor.errors import (
 from envdoctor.facts import HostFacts, Problem
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.patching import files_request, load_patches
 from envdoctor.probe.program import register_section, run_probe
 from envdoctor.probe_schema import section_problems
-from envdoctor.scan import sources_request
-from envdoctor.drift.request import drift_request  # (registers the drift section's helper modules)
 from envdoctor.transport.interface import Transport
 
 log = get_logger(__name__)
@@ -56,7 +53,11 @@ def _models_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"models": list(spec.models), "trust_remote_code": spec.trust_remote_code, "python": python}
 
 
+# The modules that build the larger sections' arguments are imported when a section is asked
+# for: `check --only host.python` never pays for the patch engine, the scanner or drift.
 def _patch_files_args(spec: HostSpec) -> Mapping[str, Any]:
+    from envdoctor.patching import files_request, load_patches
+
     return files_request(spec.venv, load_patches(spec.patches).patches)
 
 
@@ -71,11 +72,16 @@ def _gpu_stack_args(spec: HostSpec) -> Mapping[str, Any]:
 
 
 def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
+    from envdoctor.scan import sources_request
+
     return sources_request(spec.venv, spec.scan)
 
 
 def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
-    return drift_request(spec.venv, spec.scan)
+    from envdoctor.drift.request import drift_request, stage_scope
+
+    # Scoped to what the host's stages run (code.api-drift says which entries, or why not).
+    return drift_request(spec.venv, spec.scan, entry=stage_scope(spec.stage_commands).entries or None)
 
 
 PROBE_SECTIONS: dict[str, ProbeSection] = {

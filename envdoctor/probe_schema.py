@@ -212,13 +212,129 @@ def section_problems(sections: Mapping[str, Any], items: Mapping[str, list[Any]]
             problems.append(f"section {name!r}: its error is a {type(error).__name__}, not text")
     for name, data in sections.items():
         schema = SECTION_SCHEMAS.get(name, Any)
-        try:
-            check_shape(data, schema, name)
-        except SchemaMismatch as exc:
-            problems.append(str(exc))
+        if not conforms(data, schema):
+            try:
+                check_shape(data, schema, name)
+            except SchemaMismatch as exc:
+                problems.append(str(exc))
     for name, found in items.items():
-        try:
-            check_shape(found, [ITEM_SCHEMAS.get(name, Any)], f"{name} items")
-        except SchemaMismatch as exc:
-            problems.append(str(exc))
+        schema = [ITEM_SCHEMAS.get(name, Any)]
+        if not conforms(found, schema):
+            try:
+                check_shape(found, schema, f"{name} items")
+            except SchemaMismatch as exc:
+                problems.append(str(exc))
     return problems
+
+
+# A fast yes for answers that conform, which is every answer of an honest probe. JSON
+# gives values of exactly these types, so a check of the exact type (one set lookup, or one
+# set of the types of a whole list) is enough; anything else (a subclass, a mismatch, an
+# answer near MAX_ITEMS) is decided by check_shape, which also says where it went wrong.
+# Each test returns how many values it looked at, at least what check_shape counts, or -1.
+
+_EXACT: dict[Any, frozenset[type]] = {str: frozenset({str}), int: frozenset({int}), bool: frozenset({bool}),
+                                      float: frozenset({int, float}), dict: frozenset({dict}),
+                                      list: frozenset({list}), NONE: frozenset({NONE})}
+_TESTS: dict[int, tuple[Any, Any]] = {}
+
+
+def conforms(value: Any, schema: Any) -> bool:
+    """True only if check_shape(value, schema) would pass (False: ask check_shape)."""
+    seen = _test(schema)(value)
+    return 0 <= seen <= MAX_ITEMS // 2
+
+
+def _exact_types(schema: Any) -> frozenset[type] | None:
+    options = schema if isinstance(schema, tuple) else (schema,)
+    if not all(isinstance(o, type) and o in _EXACT for o in options):
+        return None
+    return frozenset(t for o in options for t in _EXACT[o])
+
+
+def _test(schema: Any) -> Any:
+    found = _TESTS.get(id(schema))
+    if found is None or found[0] is not schema:
+        found = _TESTS[id(schema)] = (schema, _build_test(schema))  # (the schema kept: its id stays unique)
+    return found[1]
+
+
+def _build_test(schema: Any) -> Any:
+    if schema is Any:
+        return lambda value: 1
+    exact = _exact_types(schema)
+    if exact is not None:
+        return lambda value: 1 if value.__class__ in exact else -1
+    if isinstance(schema, tuple):
+        options = [(_outer_types(s), _test(s)) for s in schema]
+
+        def first_match(value: Any) -> int:
+            for outer, test in options:
+                if outer is None or value.__class__ in outer:
+                    seen = test(value)
+                    return -1 if seen < 0 else seen + 2
+            return -1
+        return first_match
+    if isinstance(schema, list):
+        item_exact = _exact_types(schema[0])
+        if item_exact is not None:
+            def plain_list(value: Any) -> int:
+                if value.__class__ is not list or not set(map(type, value)) <= item_exact:
+                    return -1
+                return len(value) + 1
+            return plain_list
+        item_test = _test(schema[0])
+        return lambda value: _sum_all(item_test, value) if value.__class__ is list else -1
+    if isinstance(schema, MapOf):
+        item_exact = _exact_types(schema.value)
+        if item_exact is not None:
+            return lambda value: (len(value) + 1 if value.__class__ is dict
+                                  and set(map(type, value.values())) <= item_exact else -1)
+        item_test = _test(schema.value)
+        return lambda value: _sum_all(item_test, value.values()) if value.__class__ is dict else -1
+    if isinstance(schema, Keys):
+        plain = [(k, _exact_types(s)) for k, s in schema.keys.items()]
+        nested = [(k, _test(s)) for (k, s), (_, e) in zip(schema.keys.items(), plain) if e is None]
+        plain = [(k, e) for k, e in plain if e is not None]
+        base = 1 + len(plain)
+
+        def keys(value: Any) -> int:
+            if value.__class__ is not dict:
+                return -1
+            for k, exact in plain:
+                if k in value and value[k].__class__ not in exact:
+                    return -1
+            seen = base
+            for k, test in nested:
+                if k in value:
+                    found = test(value[k])
+                    if found < 0:
+                        return -1
+                    seen += found
+            return seen
+        return keys
+    return lambda value: -1  # a schema this fast path does not know: check_shape decides
+
+
+def _outer_types(schema: Any) -> frozenset[type] | None:
+    """The exact types check_shape's first-match of a tuple would accept for this option."""
+    if schema is Any:
+        return None
+    if isinstance(schema, list):
+        return _EXACT[list]
+    if isinstance(schema, (Keys, MapOf)):
+        return _EXACT[dict]
+    if isinstance(schema, tuple):
+        parts = [_outer_types(s) for s in schema]
+        return None if any(p is None for p in parts) else frozenset(t for p in parts for t in p)
+    return _EXACT.get(schema, frozenset()) if isinstance(schema, type) else frozenset()
+
+
+def _sum_all(test: Any, values: Any) -> int:
+    seen = 1
+    for item in values:
+        found = test(item)
+        if found < 0:
+            return -1
+        seen += found
+    return seen

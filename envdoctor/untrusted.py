@@ -10,7 +10,8 @@ would take the whole fleet's run down. So before libcst sees a file:
 - CPython's own parser (``ast``), which has a C-stack guard and fails with an exception,
   parses it, and the depth of that tree is measured without recursion;
 - the tokens are scanned for what ``ast`` hides: a run of adjacent string literals (one
-  node in ``ast``, one level per string in libcst).
+  node in ``ast``, one level per string in libcst), when a string node's lines hold enough
+  quote characters to be such a run (tokenizing is the slow part).
 
 When ``ast`` cannot parse the file (syntax newer than this Python, or plain invalid code),
 the token scan also bounds bracket depth and the number of operators in one statement.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 
 #: Characters of one source file; model code above 512 KB is not even shipped by the probe.
@@ -38,30 +40,68 @@ _NOT_CHAINING_OPS = frozenset({",", ":", ";", ")", "]", "}", "=", "->"})
 
 def source_problem(source: str, *, max_chars: int = MAX_SOURCE_CHARS, max_depth: int = MAX_DEPTH) -> str | None:
     """Why ``source`` must not be given to libcst (a short sentence), or None when it may."""
+    return parsed_source_problem(source, max_chars=max_chars, max_depth=max_depth)[0]
+
+
+def parsed_source_problem(
+    source: str, *, max_chars: int = MAX_SOURCE_CHARS, max_depth: int = MAX_DEPTH
+) -> tuple[str | None, ast.Module | None]:
+    """:func:`source_problem`, with the ``ast`` tree it parsed (None when ``ast`` could not),
+    so a caller that reads the tree too does not parse the file twice."""
     if len(source) > max_chars:
-        return f"larger than {max_chars} characters; not parsed"
+        return f"larger than {max_chars} characters; not parsed", None
     try:
-        tree: ast.AST | None = ast.parse(source)
+        tree = ast.parse(source)
     except (RecursionError, MemoryError):
-        return "nested too deeply to parse safely; not parsed"
+        return "nested too deeply to parse safely; not parsed", None
     except (SyntaxError, ValueError):
-        tree = None  # libcst reports the syntax error itself, once the tokens look safe
-    if tree is not None:
-        depth = tree_depth(tree)
-        if depth > max_depth:
-            return f"nested {depth} levels deep (more than {max_depth}); not parsed"
-    return token_problem(source, full=tree is None)
+        # libcst reports the syntax error itself, once the tokens look safe
+        return token_problem(source, full=True), None
+    depth, strings = _depth_and_strings(tree)
+    if depth > max_depth:
+        return f"nested {depth} levels deep (more than {max_depth}); not parsed", tree
+    if not _string_run_possible(source, strings):
+        return None, tree  # tokenizing (the slow part) could not find a long run of strings
+    return token_problem(source, full=False), tree
 
 
-def tree_depth(tree: ast.AST) -> int:
-    """The depth of an ast tree, measured with an explicit stack (no recursion)."""
-    deepest = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
+def _depth_and_strings(tree: ast.AST) -> tuple[int, list[ast.expr]]:
+    """The depth of an ast tree (level by level, no recursion) and its string expressions."""
+    depth, level, strings = 0, [tree], []
+    while level:
+        depth += 1
+        below: list[ast.AST] = []
+        for node in level:
+            if isinstance(node, ast.JoinedStr) or (
+                isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))
+            ):
+                strings.append(node)
+            below.extend(ast.iter_child_nodes(node))
+        level = below
+    return depth, strings
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _string_run_possible(source: str, strings: list[ast.expr]) -> bool:
+    """Whether one of ``strings`` could be more than MAX_STRING_RUN adjacent literals.
+
+    Adjacent literals are one ``ast`` node, and each literal takes at least two quote
+    characters, so a node whose lines hold fewer than 2 * (MAX_STRING_RUN + 1) quote
+    characters is not such a run; only when one might is the file tokenized.
+    """
+    limit = 2 * (MAX_STRING_RUN + 1)
+    if source.count('"') + source.count("'") < limit:
+        return False
+    # Quote characters on lines 1..n (ast counts lines as the tokenizer splits them).
+    totals = [0]
+    for line in _LINE_END.split(source):
+        totals.append(totals[-1] + line.count('"') + line.count("'"))
+    last = len(totals) - 1
+    return any(
+        totals[min(node.end_lineno or last, last)] - totals[node.lineno - 1] >= limit for node in strings
+    )
 
 
 def token_problem(source: str, *, full: bool) -> str | None:

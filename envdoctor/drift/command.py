@@ -24,12 +24,15 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
                   help="Check only the consumer files this module (pkg.mod) or script on the host imports.")
     @click.option("--stage", "stage_name", metavar="STAGE",
                   help="Like --entry, with the -m module or script of this [stages] command (on its host by default).")
+    @click.option("--baseline", "baselines", multiple=True, metavar="PREFIX",
+                  help="An environment on the host holding the provider version a consumer pins, to check the "
+                  "same uses against (repeatable; default: the environments discovered on the host).")
     @click.option("--no-cache", is_flag=True, help="Parse again; ignore the parse cache kept in <venv>/.envdoctor.")
     @click.option("--verbose", "-v", "show_all", is_flag=True, help="Also show the uses that could not be resolved.")
     @output_options
     @handle_errors
     def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[str, ...], entry: str | None,
-              stage_name: str | None, no_cache: bool, show_all: bool, fmt: str, output: str | None, **opts: Any) -> None:
+              stage_name: str | None, baselines: tuple[str, ...], no_cache: bool, show_all: bool, fmt: str, output: str | None, **opts: Any) -> None:
         """Check the installed libraries' calls against the APIs of the libraries they import.
 
         Static: the host's own Python parses the code (nothing is imported or run). Checks
@@ -61,7 +64,12 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
             if entry is None:
                 raise UsageError(f"stage {stage_name!r} runs neither `-m module` nor a .py script",
                                  hint="use --entry MODULE|SCRIPT, or no entry to check every consumer file")
-        options = DriftOptions(consumers=consumers, providers=providers, entry=entry, cache=not no_cache)
+        relative = [b for b in baselines if not b.startswith("/")]
+        if relative:
+            raise UsageError(f"--baseline {relative[0]!r} is not an absolute path",
+                             hint="give the environment's folder on the host, e.g. /root/venv_vllm011")
+        options = DriftOptions(consumers=consumers, providers=providers, entry=entry, cache=not no_cache,
+                               baselines=baselines)
         report = asyncio.run(run_drift(selection.specs, selection.settings, options))
         errors = sum(p.count("error") for h in report.hosts for p in h.pairs)
         bad = sum(1 for h in report.hosts if not h.ok)

@@ -23,6 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envdoctor.drift.baseline import KnownGood, view
 from envdoctor.drift.signature import Callee, call_problems, constructor, function_callee
 from envdoctor.probe.drift_resolve import Resolver, Target
 
@@ -55,6 +56,8 @@ class PairReport:
     findings: tuple[Finding, ...] = ()
     uses: int = 0
     remedy: str = ""
+    #: The provider version the consumer pins, found in another environment and checked too.
+    known_good: KnownGood | None = None
 
     def count(self, severity: str) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -75,7 +78,8 @@ class PairReport:
         return {"consumer": self.consumer, "consumer_version": self.consumer_version, "provider": self.provider,
                 "provider_version": self.provider_version, "uses": self.uses,
                 "errors": self.count(ERROR), "warnings": self.count(WARN), "unresolved": self.count(UNRESOLVED),
-                "remedy": self.remedy, "findings": [f.to_json() for f in shown]}
+                "remedy": self.remedy, "findings": [f.to_json() for f in shown],
+                "known_good": self.known_good.to_json() if self.known_good else None}
 
 
 @dataclass
@@ -226,6 +230,8 @@ def judge(data: Mapping[str, Any], python: str = "<venv>/bin/python") -> list[Pa
     """Every consumer→provider pair the section found, with its findings (sorted by place)."""
     judge_ = _Judge(data)
     pairs: list[PairReport] = []
+    against = {(str(b.get("consumer")), str(b.get("provider"))): (b, _Judge(view(data, b)))
+               for b in data.get("baselines") or [] if isinstance(b, Mapping)}
     for consumer in data.get("consumers") or []:
         by_provider: dict[str, list[Finding]] = {}
         counts: dict[str, int] = {}
@@ -244,12 +250,21 @@ def judge(data: Mapping[str, Any], python: str = "<venv>/bin/python") -> list[Pa
                 if graded is None:
                     continue
                 severity = graded if severity == ERROR else severity
+            if severity == ERROR and (consumer["name"], provider) in against:
+                item, there = against[consumer["name"], provider]
+                known = KnownGood.from_section(item, consumer.get("version", ""))
+                severity, why = known.regrade(why, there.judge_use(use), judge_.versions.get(canonicalize_name(provider), ""))
             by_provider[provider].append(Finding(use["file"], int(use["line"]), describe_use(use), severity, why, definition))
         for provider, findings in sorted(by_provider.items()):
             version = judge_.versions.get(canonicalize_name(provider), "")
             findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.path, f.line))
+            known_good = None
+            remedy = remedy_for(consumer, provider, version, python)
+            if (consumer["name"], provider) in against:
+                known_good = KnownGood.from_section(against[consumer["name"], provider][0], consumer.get("version", ""))
+                remedy += f"; {known_good.provider} {known_good.version} is installed in {known_good.prefix}"
             pairs.append(PairReport(consumer["name"], consumer.get("version", ""), provider, version, tuple(findings),
-                                    counts[provider], remedy_for(consumer, provider, version, python)))
+                                    counts[provider], remedy, known_good))
     return pairs
 
 

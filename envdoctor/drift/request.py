@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import shlex
-from importlib import resources
 from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from envdoctor.probe.program import MODULE_NEEDS, register_section
@@ -16,7 +17,8 @@ SECTION = "drift"
 register_section(SECTION, "drift")
 # The section's helpers, sent before it: the scan's consumer selection (sources), the
 # owner-only cache writer (audit_hash, which needs audit_record) and the drift helpers.
-MODULE_NEEDS.setdefault("drift", ("sources", "audit_record", "audit_hash", "drift_ast", "drift_resolve", "drift_uses"))
+MODULE_NEEDS.setdefault("drift", ("sources", "audit_record", "audit_hash", "drift_ast", "drift_resolve", "drift_uses",
+                                  "discovery", "drift_baseline"))
 
 #: Bounds on what one host's answer may cost.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -27,22 +29,27 @@ MAX_FILES = 20000
 def probe_code_digest() -> str:
     """A digest of the section's code: a cache on the host written by other code is not reused."""
     digest = hashlib.sha1()
-    for module in ("drift", "drift_ast", "drift_resolve", "drift_uses", "sources"):
+    for module in ("drift", "drift_ast", "drift_resolve", "drift_uses", "drift_baseline", "discovery", "sources"):
         digest.update(resources.files("envdoctor.probe").joinpath(f"{module}.py").read_bytes())
     return digest.hexdigest()[:16]
 
 
-def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | None = None,
-                  providers: Sequence[str] = (), cache: bool = True) -> dict[str, Any]:
+def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | Sequence[str] | None = None,
+                  providers: Sequence[str] = (), cache: bool = True, baselines: Sequence[str] = (),
+                  discover_baselines: bool = True) -> dict[str, Any]:
     """Consumers: the distributions the trust_remote_code scan selects plus `extra`; with an
-    entry (a module name or a script path on the host) only the consumer files it reaches."""
+    entry (a module name or a script path on the host, or a list: their union) only the
+    consumer files it reaches. A provider version a consumer pins but the venv lacks is
+    looked for in `baselines` (environments on the host), then in those discovered there."""
     return {
         "prefix": venv,
         "depends_on": list(LOADER_LIBRARIES),
         "extra": list(extra),
         "providers": list(providers),
-        "entry": entry,
+        "entry": entry if entry is None or isinstance(entry, str) else list(entry),
         "cache": cache,
+        "baselines": list(baselines),
+        "discover_baselines": discover_baselines,
         "max_file_bytes": MAX_FILE_BYTES,
         "max_files": MAX_FILES,
         "code": probe_code_digest(),
@@ -63,3 +70,25 @@ def entry_of_command(command: str) -> str | None:
         if word.endswith(".py") and not word.startswith("-") and "{" not in word:
             return word
     return None
+
+
+@dataclass(frozen=True)
+class StageScope:
+    """What a host's stages let ``code.api-drift`` follow: their entries, or why nothing is scoped."""
+
+    entries: tuple[str, ...] = ()
+    #: Why the check reads every consumer file although stages run on the host ("" if scoped or no stage).
+    unscoped: str = ""
+
+
+def stage_scope(commands: Sequence[str]) -> StageScope:
+    """The union of the entries of the stage commands that run on a host; none when one of
+    them names no entry (what it runs could import anything)."""
+    entries: list[str] = []
+    for command in commands:
+        entry = entry_of_command(command)
+        if entry is None:
+            return StageScope((), f"the stage command {command!r} runs neither `-m module` nor a .py script")
+        if entry not in entries:
+            entries.append(entry)
+    return StageScope(tuple(entries))

@@ -26,6 +26,8 @@ class DriftOptions:
     providers: tuple[str, ...] = ()
     entry: str | None = None
     cache: bool = True
+    #: Environments on the host that may hold the provider version a consumer pins.
+    baselines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class DriftReport:
 
 
 def host_drift(spec: HostSpec, data: dict[str, Any], controller_seconds: float) -> HostDrift:
-    stats = {k: data.get(k) for k in ("cache", "files_parsed", "bytes_read", "host_seconds", "host_cpu_seconds", "entry")}
+    stats = {k: data.get(k) for k in ("cache", "files_parsed", "bytes_read", "host_seconds", "host_cpu_seconds", "entry",
+                                   "entries_unfound", "baselines_missing")}
     stats["controller_seconds"] = round(controller_seconds, 4)
     python = f"{spec.venv}/bin/python" if spec.venv else "python3"
     return HostDrift(spec.name, spec.destination, tuple(judge(data, python)), stats=stats,
@@ -63,7 +66,8 @@ def host_drift(spec: HostSpec, data: dict[str, Any], controller_seconds: float) 
 
 async def drift_on_host(spec: HostSpec, settings: FleetSettings, options: DriftOptions) -> HostDrift:
     request = {SECTION: drift_request(spec.venv, (*spec.scan, *options.consumers), entry=options.entry,
-                                      providers=options.providers, cache=options.cache)}
+                                      providers=options.providers, cache=options.cache,
+                                      baselines=options.baselines)}
     try:
         async with asyncio.timeout(settings.timeout):
             async with open_transport(spec, settings) as transport:

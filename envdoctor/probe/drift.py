@@ -4,11 +4,15 @@
 # controller judges them (envdoctor/drift/):
 #   - consumers: the distributions the trust_remote_code scan selects (they depend on
 #     transformers, vllm or sglang) plus those named; with an entry module (a stage's
-#     `-m module` or script) only the consumer files it reaches are read;
+#     `-m module` or script; several: their union) only the consumer files they reach are
+#     read, and nothing is scoped when one of them is not on the host;
 #   - uses: each consumer file that imports another installed distribution (a provider)
 #     is parsed and its imports, attribute chains and calls on provider names are listed;
 #   - summaries: the provider modules those uses reach, read on demand by the same
-#     resolver the controller runs (drift_resolve.Resolver), reduced to their definitions.
+#     resolver the controller runs (drift_resolve.Resolver), reduced to their definitions;
+#   - baselines: when a consumer pins its provider to versions the installed one is outside
+#     of and another environment of the host holds a pinned version (drift_baseline.py),
+#     the modules the same uses reach there, so the controller can tell new breaks from old.
 # Nothing is imported or executed. The whole answer is cached in <venv>/.envdoctor/
 # (owner-only) under a key made of the request, the site folders' entries and the hashes
 # of the RECORDs involved, and checked against the stat of every file it read: an
@@ -18,13 +22,27 @@ import ast
 import hashlib
 import json
 import os
-import stat
 import re
+import stat
 import time
 
 from envdoctor.probe.audit_hash import write_private
-from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
+from envdoctor.probe.core import (
+    canonical_name,
+    open_regular,
+    read_headers,
+    section,
+    site_dirs,
+    site_entries,
+)
 from envdoctor.probe.drift_ast import summarize_source
+from envdoctor.probe.drift_baseline import (
+    baseline_candidates,
+    baseline_find,
+    baseline_missing,
+    baseline_pins,
+    baseline_satisfies,
+)
 from envdoctor.probe.drift_resolve import Resolver
 from envdoctor.probe.drift_uses import Bindings, UseFinder, imported_modules
 from envdoctor.probe.sources import src_record_python_files, src_select_distributions
@@ -186,16 +204,32 @@ class TopOwners(object):
         return None
 
 
-def entry_closure(consumers, entry, files):
-    """The consumer modules reached from the entry (a module name or a script path)."""
+def entry_list(entry):
+    """The request's entry: one module or script, or a list of them (the stages of a host)."""
+    if not entry:
+        return []
+    if isinstance(entry, (list, tuple)):
+        return [str(e) for e in entry if e]
+    return [str(entry)]
+
+
+def entry_closure(consumers, entries, files):
+    """(consumer files reached from the entries, entries not found). An entry is a module of a
+    consumer or a script file on the host; one that is neither cannot be followed."""
     by_module = {}
     for dist in consumers:
         for rel in files[dist["name"]]:
             by_module[module_of(rel)[0]] = (dist, rel)
     start = []
-    if entry.endswith(".py") or "/" in entry:
-        start.append(("__main__", entry))
-    else:
+    unfound = []
+    for entry in entries:
+        if entry.endswith(".py") or "/" in entry:
+            if not os.path.isfile(entry):
+                unfound.append(entry)
+            start.append(("__main__", entry))
+            continue
+        if entry not in by_module:
+            unfound.append(entry)
         parts = entry.split(".")
         for i in range(1, len(parts) + 1):
             name = ".".join(parts[:i])
@@ -224,7 +258,7 @@ def entry_closure(consumers, entry, files):
                 if prefix in by_module and by_module[prefix][1] not in reached:
                     dist, rel = by_module[prefix]
                     start.append((prefix, os.path.join(dist["site"], rel)))
-    return reached
+    return reached, unfound
 
 
 def _digest_file(path):
@@ -298,7 +332,10 @@ def drift_section(args, emit):
     sites = site_dirs(args.get("prefix"))
     use_cache = args.get("cache", True)
     folder = drift_cache_folder(args.get("prefix"))
-    key = cache_key(args, sites)
+    # The environments that may hold a consumer's known-good provider are part of the key:
+    # one that appears or goes changes the answer.
+    candidates = baseline_candidates(args.get("baselines") or [], args.get("prefix"), args.get("discover_baselines", True))
+    key = cache_key(dict(args, baseline_candidates=candidates), sites)
     if use_cache:
         cached = read_cache(folder, key)
         if cached is not None:
@@ -306,7 +343,7 @@ def drift_section(args, emit):
             cached["host_seconds"] = round(time.time() - started, 4)
             cached["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
             return cached
-    data = analyse(args, sites)
+    data = analyse(args, sites, candidates)
     read = data.pop("_read")
     data["cache"] = "miss"
     if use_cache:
@@ -316,7 +353,7 @@ def drift_section(args, emit):
     return data
 
 
-def analyse(args, sites):
+def analyse(args, sites, candidates=()):
     consumers, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
     owners = TopOwners(sites)
     modules = ModuleFiles(sites, int(args.get("max_file_bytes", 4 * 1024 * 1024)))
@@ -324,7 +361,9 @@ def analyse(args, sites):
     for dist in consumers:
         files[dist["name"]] = [r for r in (src_record_python_files(dist) or []) if not r.startswith("..")]
     entry = args.get("entry")
-    scope = entry_closure(consumers, entry, files) if entry else None
+    scope, unfound = entry_closure(consumers, entry_list(entry), files) if entry else (None, [])
+    if unfound:
+        scope = None  # the job runs code this section cannot follow: every consumer file is read
     wanted = set(canonical_name(p) for p in args.get("providers") or [])
     budget = {"files": int(args.get("max_files", 20000)), "parsed": 0}
     resolver = Resolver(modules.load)
@@ -340,10 +379,53 @@ def analyse(args, sites):
             import_names[top] = owner["name"]
             providers[owner["name"]] = {"version": owner["version"], "requires": owner["requires"]}
     used = set(p for c in out_consumers for p in c["providers"])
-    return {"site_packages": sites, "import_names": import_names, "consumers": out_consumers, "not_found": not_found,
+    baselines, base_read, base_parsed, base_bytes = known_good(out_consumers, providers, candidates, modules.max_file)
+    modules.read.update(base_read)
+    return {"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []), "site_packages": sites, "import_names": import_names, "consumers": out_consumers, "not_found": not_found,
             "providers": dict((k, v) for k, v in providers.items() if k in used), "modules": summaries,
-            "errors": modules.errors, "files_parsed": budget["parsed"] + len(summaries), "bytes_read": modules.bytes,
-            "entry": entry, "scoped_files": sorted(scope) if scope is not None else None, "_read": modules.read}
+            "errors": modules.errors, "files_parsed": budget["parsed"] + len(summaries) + base_parsed, "bytes_read": modules.bytes + base_bytes,
+            "entry": entry, "entries_unfound": unfound, "scoped_files": sorted(scope) if scope is not None else None, "_read": modules.read}
+
+
+def known_good(consumers, providers, candidates, max_file):
+    """For each pair whose consumer pins the provider to versions the installed one is outside
+    of: the first candidate environment holding a pinned version, with the summaries of the
+    modules the pair's uses reach there. Returns (baselines, files read, modules parsed, bytes)."""
+    found = []
+    located = {}
+    files_of = {}
+    for consumer in consumers:
+        for provider in consumer["providers"]:
+            installed = (providers.get(provider) or {}).get("version", "")
+            for specifier, extra, text in baseline_pins(consumer["requires"], provider):
+                if baseline_satisfies(installed, specifier) is not False:
+                    continue  # the installed version meets this pin, or it cannot be told here
+                if (provider, specifier) not in located:
+                    located[provider, specifier] = baseline_find(candidates, provider, specifier)
+                hit = located[provider, specifier]
+                if hit is None:
+                    continue
+                prefix, base_sites, version = hit
+                if prefix not in files_of:
+                    files_of[prefix] = ModuleFiles(base_sites, max_file)
+                files = files_of[prefix]
+                resolver = Resolver(files.load)
+                for use in consumer["uses"]:
+                    if use["provider"] == provider:
+                        resolve_use(resolver, use)
+                found.append({"consumer": consumer["name"], "provider": provider, "version": version,
+                              "requirement": text, "extra": extra, "prefix": prefix, "site_packages": base_sites})
+                break
+    read = {}
+    parsed = 0
+    for baseline in found:
+        files = files_of[baseline["prefix"]]
+        baseline["modules"] = dict((m, s) for m, s in files.summaries.items() if s is not None)
+        baseline["errors"] = files.errors
+        read.update(files.read)
+    for files in files_of.values():
+        parsed += sum(1 for s in files.summaries.values() if s is not None)
+    return found, read, parsed, sum(f.bytes for f in files_of.values())
 
 
 def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget):

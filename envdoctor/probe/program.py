@@ -114,9 +114,16 @@ def _module_source(module: str) -> str:
 def register_section(name: str, module: str) -> None:
     """Make a probe module of this package available as section ``name``."""
     SECTION_MODULES[name] = module
+    _program.cache_clear()
 
 
 def build_program(sections: Iterable[str]) -> str:
+    return _program(tuple(sections))
+
+
+@cache
+def _program(sections: tuple[str, ...]) -> str:
+    """The program for these sections, built once per run (every host of a fleet asks for it)."""
     modules = [CORE_MODULE]
     for name in sections:
         try:
@@ -143,7 +150,12 @@ def probe_command(python_candidates: Sequence[str]) -> list[str]:
 
 
 def encode_stdin(request: dict[str, Any], program: str) -> bytes:
-    return (json.dumps(request) + "\n" + program).encode("utf-8")
+    return (json.dumps(request) + "\n").encode("utf-8") + _encoded(program)
+
+
+@cache
+def _encoded(program: str) -> bytes:
+    return program.encode("utf-8")  # the same few programs for every host of a fleet
 
 
 #: Values (estimated from ``[``, ``{`` and ``,``) one host's answer may hold: 64 MB of

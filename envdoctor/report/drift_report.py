@@ -37,6 +37,14 @@ def render_text(report: DriftReport, verbose: bool = False) -> str:
             if host.hint:
                 lines.append(f"    hint: {host.hint}")
             continue
+        entry, unfound = host.stats.get("entry"), host.stats.get("entries_unfound")
+        if unfound:
+            lines.append(f"  ! entry {', '.join(unfound)} is neither a module of the checked libraries nor a script "
+                         "on the host: every consumer file checked")
+        elif entry:
+            lines.append(f"  follows the imports of {entry if isinstance(entry, str) else ', '.join(entry)}")
+        for missing in host.stats.get("baselines_missing") or ():
+            lines.append(f"  ! --baseline {missing} is not a folder on the host")
         if not host.pairs:
             lines.append("  no installed library to check (none depends on transformers, vllm or sglang; --drift DIST names one)")
         for pair in host.pairs:
@@ -44,6 +52,8 @@ def render_text(report: DriftReport, verbose: bool = False) -> str:
             hidden = pair.count(UNRESOLVED) if not verbose else 0
             tail = f" ({pair.uses} uses checked" + (f", {hidden} unresolved: -v" if hidden else "") + ")"
             lines.append(f"  {pair.headline()}{tail}")
+            if pair.known_good is not None:
+                lines.append(f"    also checked against {pair.known_good.describe()}")
             for finding in shown:
                 lines.append(f"    {MARKS[finding.severity]} {finding.path}:{finding.line}  {finding.use}")
                 lines.append(f"      {finding.why}" + (f"  [{finding.definition}]" if finding.definition else ""))

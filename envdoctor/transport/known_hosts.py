@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -112,10 +113,22 @@ def parse_line(line: str, where: str) -> tuple[str, str, KnownKey] | None:
     return marker, words[0], KnownKey(marker, words[1], blob, where)
 
 
+#: Parsed files by path and stat, for a fleet whose every host reads the same known_hosts.
+_PARSED: dict[str, tuple[tuple[int, ...], list[tuple[str, str, KnownKey]]]] = {}
+#: A file written this recently may change again within its timestamp's resolution
+#: (git's racy-timestamp rule): it is parsed again each time.
+_SETTLED_SECONDS = 2.0
+
+
 def read_entries(path: str) -> list[tuple[str, str, KnownKey]]:
     """The key lines of one file; a missing file has none. Raises OSError if unreadable."""
     try:
         with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            state = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            cached = _PARSED.get(path)
+            if cached is not None and cached[0] == state:
+                return cached[1]
             data = handle.read(MAX_KNOWN_HOSTS_BYTES)
     except FileNotFoundError:
         return []
@@ -124,6 +137,8 @@ def read_entries(path: str) -> list[tuple[str, str, KnownKey]]:
         parsed = parse_line(line, f"{path}:{number}")
         if parsed is not None:
             entries.append(parsed)
+    if time.time() - max(info.st_mtime_ns, info.st_ctime_ns) / 1e9 > _SETTLED_SECONDS:
+        _PARSED[path] = (state, entries)
     return entries
 
 

@@ -7,6 +7,8 @@ speculators is installed from its wheel with --no-deps; vLLM's .py files come fr
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import venv as venv_module
 from pathlib import Path
@@ -142,12 +144,14 @@ def test_entry_scope_reads_only_what_the_entry_imports(run_cli, drift_venvs):
 
 
 def test_bad_arguments_are_usage_errors(run_cli, drift_venvs):
-    """--entry with --stage, or an unknown stage, is exit 2 with a one-line error."""
+    """--entry with --stage, an unknown stage, or a relative --baseline is exit 2 with a one-line error."""
     venv = str(drift_venvs["0.16.0"])
     res = run_cli("drift", "local", "--venv", venv, "--entry", "x", "--stage", "gen")
     assert res.exit_status == 2 and "Traceback" not in res.stderr
     res = run_cli("drift", "local", "--venv", venv, "--stage", "nope")
     assert res.exit_status == 2 and "no stage named" in res.stderr
+    res = run_cli("drift", "local", "--venv", venv, "--baseline", "venv_old")
+    assert res.exit_status == 2 and "--baseline 'venv_old' is not an absolute path" in res.stderr
 
 
 def errors_of(doc: dict, provider: str) -> dict[tuple[str, int], dict]:
@@ -207,3 +211,81 @@ def test_trl_021_imports_a_mapping_transformers_524_no_longer_has(run_cli, drift
     _, doc = drift_json(run_cli, "local", "--venv", str(drift_venv("trl")), "--provider", "transformers")
     errors = errors_of(doc, "transformers")
     assert errors[("trl/trainer/dpo_trainer.py", 52)]["use"].endswith("import MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES")
+
+
+def stage_inventory(path: Path, venv: Path, hosts: dict[str, dict[str, tuple[list[str], str]]]) -> Path:
+    """An inventory of hosts reached through the sshd alias ct200, each with the stages given."""
+    lines: list[str] = []
+    for host, stages in hosts.items():
+        lines += [f"[hosts.{host}]", 'ssh = "ct200"', f"venv = {json.dumps(str(venv))}"]
+        for name, (requires, command) in stages.items():
+            lines += [f"[stages.{name}]", f"host = {json.dumps(host)}", f"requires = {json.dumps(requires)}",
+                      f"command = {json.dumps(command)}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def test_check_follows_the_entry_of_the_hosts_stage_over_ssh(run_cli, sshd, drift_venvs, tmp_path):
+    """Over the real sshd: a host whose stage runs speculators.config passes and says so; the same
+    venv on a host with no stage reports the generator's three errors."""
+    config = stage_inventory(tmp_path / "envdoctor.toml", drift_venvs["0.16.0"], {
+        "scoped": {"convert": ([], "{python} -m speculators.config --help")}, "whole": {}})
+    res = run_cli("check", "scoped", "whole", "--config", str(config), "--ssh-config", str(sshd.ssh_config),
+                  "--only", "code.api-drift", "--format", "json")
+    assert res.exit_status == 1, res.stderr
+    results = {h["host"]: next(r for r in h["results"] if r["id"] == "code.api-drift")
+               for h in json.loads(res.stdout)["hosts"]}
+    assert results["scoped"]["status"] == "pass"
+    assert "scoped to the host's stage entry speculators.config" in results["scoped"]["message"]
+    assert results["scoped"]["details"]["scope"]["entries"] == ["speculators.config"]
+    assert results["whole"]["status"] == "fail"
+    assert "speculators 0.3.0 → vllm 0.16.0: 3 errors" in results["whole"]["message"]
+    assert "scoped" not in results["whole"]["message"]
+
+
+def test_run_follows_only_the_stage_it_starts(run_cli, sshd, drift_venvs, tmp_path):
+    """`run` checks the entry of the stage it starts, not its host's other stages: a script that
+    never reaches the generator runs; the generator's stage is refused on code.api-drift."""
+    script = tmp_path / "job.py"
+    script.write_text("import sys\nif len(sys.argv) > 9:\n    import speculators.config\nprint('job ran')\n",
+                      encoding="utf-8")
+    config = stage_inventory(tmp_path / "envdoctor.toml", drift_venvs["0.16.0"], {"node": {
+        "job": (["code.api-drift"], f"{{python}} {script}"),
+        "gen": (["code.api-drift"], "{python} -m speculators.data_generation --model {model}")}})
+    res = run_cli("run", "node", "job", "--config", str(config), "--ssh-config", str(sshd.ssh_config))
+    assert res.exit_status == 0 and "job ran" in res.stdout, res.stderr
+    res = run_cli("run", "node", "gen", "--config", str(config), "--ssh-config", str(sshd.ssh_config))
+    assert res.exit_status == 1 and "failing checks: code.api-drift" in res.stderr
+
+
+@pytest.fixture()
+def discovered_old_vllm(drift_venvs) -> Path:
+    """/opt/<unique>/venv, a discovery root, pointing at the venv of vLLM 0.11.0 (only for one test)."""
+    root = Path(f"/opt/envdoctor-e2e-drift-{os.getpid()}")
+    root.mkdir()
+    (root / "venv").symlink_to(drift_venvs["0.11.0"])
+    yield root / "venv"
+    shutil.rmtree(root)
+
+
+def test_the_pinned_vllm_in_another_venv_confirms_the_three_breaks(run_cli, sshd, drift_venvs, discovered_old_vllm):
+    """speculators pins vllm==0.11.0 [datagen]: with 0.11.0 in another venv of the host (named, or
+    discovered) the three 0.16.0 errors stay errors, each marked as resolving against 0.11.0."""
+    status, doc = drift_json(run_cli, "ct200", "--ssh-config", str(sshd.ssh_config), "--venv",
+                             str(drift_venvs["0.16.0"]), "--baseline", str(drift_venvs["0.11.0"]), "--no-cache")
+    pair = next(p for p in doc["pairs"] if p["consumer"] == "speculators" and p["provider"] == "vllm")
+    assert status == 1 and pair["known_good"]["version"] == "0.11.0"
+    assert pair["known_good"]["prefix"] == str(drift_venvs["0.11.0"]) and pair["known_good"]["extra"] == "datagen"
+    errors = {(f["path"], f["line"]): f for f in pair["findings"] if f["severity"] == "error"}
+    assert set(errors) == set(EXPECTED_0_16)
+    for finding in errors.values():
+        assert finding["why"].endswith("resolves against vllm 0.11.0 (pinned by speculators [datagen]); "
+                                       "breaks against 0.16.0")
+    res = run_cli("check", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(drift_venvs["0.16.0"]),
+                  "--only", "code.api-drift", "--format", "json")
+    result = next(r for r in json.loads(res.stdout)["hosts"][0]["results"] if r["id"] == "code.api-drift")
+    assert result["status"] == "fail" and "speculators 0.3.0 → vllm 0.16.0: 3 errors" in result["message"]
+    pair = next(p for p in result["details"]["pairs"] if p["provider"] == "vllm")
+    assert pair["known_good"]["prefix"] == str(discovered_old_vllm) and pair["errors"] == 3
+    assert "resolves against vllm 0.11.0" in result["message"]

@@ -44,7 +44,9 @@ def venv(tmp_path: Path) -> Path:
 
 
 def run(prefix: Path, **args) -> dict:
-    request = {"prefix": str(prefix), "depends_on": ["transformers", "vllm", "sglang"], "extra": [], **args}
+    # Environments discovered on this machine are never a baseline here: only those named.
+    request = {"prefix": str(prefix), "depends_on": ["transformers", "vllm", "sglang"], "extra": [],
+               "discover_baselines": False, **args}
     return probe_drift.drift_section(request, lambda item: None)
 
 
@@ -83,3 +85,76 @@ def test_a_cache_others_can_write_is_ignored(venv: Path) -> None:
     cache = venv / ".envdoctor" / "drift-cache"
     cache.chmod(0o620)
     assert run(venv)["cache"] == "miss"
+
+
+def test_several_entries_read_the_union_and_an_unknown_entry_reads_everything(venv: Path, tmp_path: Path) -> None:
+    """Two stages' entries: the files either reaches; an entry the host lacks: no scope, named as not found."""
+    script = tmp_path / "job.py"
+    script.write_text("import speculators.gen\n", encoding="utf-8")
+    data = run(venv, cache=False, entry=["speculators.cli", str(script)])
+    assert set(data["scoped_files"]) == {"speculators/cli.py", "speculators/train.py", "speculators/__init__.py",
+                                         "speculators/gen.py"}
+    assert data["entries_unfound"] == []
+    data = run(venv, cache=False, entry=["speculators.cli", "torch.distributed.run"])
+    assert data["scoped_files"] is None and data["entries_unfound"] == ["torch.distributed.run"]
+    assert {p.provider for p in judge(data)} == {"transformers", "vllm"}
+
+
+def known_good_venvs(tmp_path: Path) -> tuple[Path, Path]:
+    """speculators pinning vllm==0.11.0 under [datagen] beside vllm 0.16.0, and a second venv with vllm 0.11.0."""
+    here, there = tmp_path / "new", tmp_path / "old"
+    for prefix, version, scheduler in ((here, "0.16.0", "config, block_size"), (there, "0.11.0", "config")):
+        site = prefix / "lib" / "python3.11" / "site-packages"
+        dist(site, "transformers", "5.0.0", {"transformers/__init__.py": ""})
+        dist(site, "vllm", version, {"vllm/__init__.py": "", "vllm/sched.py": (
+            f"class Scheduler:\n    def __init__(self, {scheduler}):\n        pass\n")})
+    dist(here / "lib" / "python3.11" / "site-packages", "speculators", "0.3.0", {
+        "speculators/__init__.py": "",
+        "speculators/gen.py": "from vllm.sched import Scheduler\nScheduler(config=1)\nfrom vllm.sched import gone\n",
+    }, requires=("transformers>=4", 'vllm==0.11.0; extra == "datagen"'))
+    return here, there
+
+
+def test_a_known_good_version_elsewhere_keeps_new_breaks_and_downgrades_old_ones(tmp_path: Path) -> None:
+    """Against the pinned vllm 0.11.0 of another venv: Scheduler() fits there (stays an error, says so),
+    the import that fails there too becomes a warning."""
+    here, there = known_good_venvs(tmp_path)
+    data = run(here, cache=False, baselines=[str(there), str(tmp_path / "nope")])
+    assert [(b["provider"], b["version"], b["extra"]) for b in data["baselines"]] == [("vllm", "0.11.0", "datagen")]
+    assert data["baselines_missing"] == [str(tmp_path / "nope")]
+    pair = next(p for p in judge(data) if p.provider == "vllm")
+    by_line = {f.line: f for f in pair.findings}
+    assert by_line[2].severity == "error"
+    assert "resolves against vllm 0.11.0 (pinned by speculators [datagen]); breaks against 0.16.0" in by_line[2].why
+    assert by_line[3].severity == "warn" and "also fails against vllm 0.11.0, the version speculators names" in by_line[3].why
+    assert pair.known_good is not None and pair.known_good.prefix == str(there)
+    assert f"is installed in {there}" in pair.remedy
+
+
+def test_without_a_known_good_version_the_findings_are_unchanged(tmp_path: Path) -> None:
+    """No environment holds vllm 0.11.0: both uses are plain errors and no baseline is reported."""
+    here, there = known_good_venvs(tmp_path)
+    (there / "lib" / "python3.11" / "site-packages" / "vllm-0.11.0.dist-info").rename(
+        there / "lib" / "python3.11" / "site-packages" / "vllm-0.12.0.dist-info")
+    data = run(here, cache=False, baselines=[str(there)])
+    assert data["baselines"] == []
+    pair = next(p for p in judge(data) if p.provider == "vllm")
+    assert [(f.line, f.severity) for f in pair.findings] == [(2, "error"), (3, "error")]
+    assert "resolves against" not in pair.findings[0].why and pair.known_good is None
+
+
+@pytest.mark.parametrize(("version", "specifier", "holds"), [
+    ("0.16.0", "==0.11.0", False), ("0.11", "==0.11.0", True), ("0.11.2", "==0.11.*", True),
+    ("0.12.0", "==0.11.*", False), ("2.5.1+cu121", ">=2.5,<2.6", True), ("2.6.0", ">=2.5,<2.6", False),
+    ("1.4.7", "~=1.4.5", True), ("1.5.0", "~=1.4.5", False), ("0.11.0rc1", "==0.11.0", None),
+    ("0.16.0", "!=0.16.0", False), ("1.0", "latest", None),
+])
+def test_the_hosts_specifier_subset_agrees_with_packaging(version: str, specifier: str, holds: bool | None) -> None:
+    """Plain releases are compared as packaging does; pre-releases and odd clauses are not guessed."""
+    from packaging.specifiers import SpecifierSet
+
+    from envdoctor.probe.drift_baseline import baseline_satisfies
+
+    assert baseline_satisfies(version, specifier) is holds
+    if holds is not None:
+        assert SpecifierSet(specifier).contains(version) is holds

@@ -517,7 +517,8 @@ def unrelated(path):
 
 
 def test_prune_keeps_what_resolution_needs_and_every_position():
-    """Statements and defs that cannot matter become `pass`; lines, columns and relevant statements stay."""
+    """Statements, imports and defs that cannot matter are replaced (a run of them by one `pass` or one empty
+    string over their lines); lines, columns and relevant statements stay."""
     import ast
 
     from envdoctor.scan_prune import candidate_names, prune_source
@@ -528,11 +529,12 @@ def test_prune_keeps_what_resolution_needs_and_every_position():
     pruned = prune_source(PRUNABLE, tree, names)
     before, after = PRUNABLE.split("\n"), pruned.split("\n")
     assert len(before) == len(after)
-    assert after[0] == "pass" and after[1] == ""  # the module docstring
-    assert after[6] == "    pass" and after[7] == "    pass"  # docstring, unrelated assignment
+    assert after[0:2] == ['"""', '"""']  # the module docstring, over two lines
+    assert after[2] == before[2] and after[3] == "pass"  # the import that binds the name stays; `import os` not
+    assert after[6:8] == ['    """', '"""']  # docstring and unrelated assignment: one string over both lines
     assert after[8] == before[8]  # shares its line with another statement: left alone
     assert after[9:13] == before[9:13]  # binds and calls the name: kept
-    assert after[14:18] == ["pass", "", "", ""]  # a whole def that never mentions it, decorator included
+    assert after[14:18] == ['"""', "", "", '"""']  # a whole def that never mentions it, decorator included
     (site,), _ = scan_source(pruned.encode(), "p.py")
     (original,), _ = scan_source(PRUNABLE.encode(), "p.py", shortcuts=False)
     assert site == original and (site.line, site.column) == (11, 11)
