@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envdoctor.drift.judge import ERROR, WARN, judge
-from envdoctor.drift.request import SECTION, stage_scope
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, skipped, warned
 
 #: Findings named in the message; the rest are in details.
 SHOWN = 3
+#: The probe section (envdoctor.drift.request.SECTION; the judge and the request builder,
+#: which reads the scanner, are imported when the check runs).
+SECTION = "drift"
 
 
 @check(
@@ -30,6 +31,8 @@ SHOWN = 3
     "fails only after it has loaded the model, one crash at a time",
 )
 def api_drift(ctx: CheckContext) -> CheckResult:
+    from envdoctor.drift.judge import ERROR, WARN, judge
+
     if SECTION in ctx.facts.probe.errors:
         lines = ctx.facts.probe.errors[SECTION].strip().splitlines()
         return warned(f"could not read the installed libraries' code: {(lines or ['?'])[-1]}")
@@ -72,6 +75,8 @@ def scope_of(data: Mapping[str, Any], stage_commands: Sequence[str]) -> tuple[di
         why = (f"the stage entry {', '.join(unfound)} is neither a module of the checked libraries "
                "nor a script on the host")
     else:
+        from envdoctor.drift.request import stage_scope
+
         why = stage_scope(stage_commands).unscoped
     if not why:
         return {"entries": None}, ""

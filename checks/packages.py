@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -15,10 +15,15 @@ from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
 
 from envdoctor.checks._common import NOT_CHOSEN, chosen_venv, target_env, target_python
 
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
 
 @functools.lru_cache(maxsize=16384)
 def parse(text: str) -> Requirement:
     """Requirement strings repeat across hosts and environments; parse each once."""
+    from packaging.requirements import Requirement  # (its parser: 20 ms of start-up)
+
     return Requirement(text)
 
 

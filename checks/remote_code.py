@@ -14,17 +14,20 @@ import binascii
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Status, errored, failed, passed, skipped, warned
-from envdoctor.scan import ExportTable, ScanError, Site, module_of_relative_path, package_of_relative_path, scan_source
-from envdoctor.scan_exports import exports_of_source
+from envdoctor.scan_exports import ExportTable, exports_of_source, module_of_relative_path
 
 from envdoctor.checks.patches import trust_remote_code_remedy
 
+if TYPE_CHECKING:
+    from envdoctor.scan import ScanError, Site
+
+# The scanner itself (envdoctor.scan) is imported when there are files to scan.
 SECTION = "sources"
 #: Gaps named in the message; the rest are in details.
 SHOWN = 5
@@ -63,6 +66,8 @@ def scan_items(
     items: Iterable[Mapping[str, Any]], exports: Mapping[str, ExportTable] | None = None
 ) -> tuple[list[InstalledSite], list[ScanError]]:
     """Parse the files the probe shipped; pure, so the same items always give the same sites."""
+    from envdoctor.scan import ScanError
+
     items = list(items)
     tables = export_tables(items) if exports is None else exports
     sites: list[InstalledSite] = []
@@ -88,6 +93,8 @@ def scan_items(
 @functools.lru_cache(maxsize=4096)
 def _scan_cached(data: bytes, path: str, exports: ExportTable | None) -> tuple[tuple[Site, ...], ScanError | None]:
     # A fleet runs the same library on many hosts, and fix evaluates twice: parse each file once.
+    from envdoctor.scan import package_of_relative_path, scan_source
+
     found, error = scan_source(data, path, package=package_of_relative_path(path), exports=exports)
     return tuple(found), error
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import os
 import sys
@@ -40,6 +41,10 @@ log = get_logger("envdoctor.cli")
 VERBOSE_KEY = "envdoctor.verbose"
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: Shared by every option that takes a file (a click type is only its settings; each new one
+#: costs gettext look-ups at start-up).
+FILE = click.Path(dir_okay=False)
+WRITABLE_FILE = click.Path(dir_okay=False, writable=True)
 
 
 def fail_usage(message: str, hint: str = "") -> None:
@@ -79,7 +84,7 @@ def handle_errors(func: F) -> F:
 def output_options(func: F) -> F:
     """--format and --output, which every command takes."""
     func = click.option(
-        "--output", "-o", "output", type=click.Path(dir_okay=False, writable=True), callback=validate_output,
+        "--output", "-o", "output", type=WRITABLE_FILE, callback=validate_output,
         help="Write the report to FILE instead of standard output (its folder is created when missing).",
     )(func)
     func = click.option(
@@ -90,7 +95,7 @@ def output_options(func: F) -> F:
 
 
 PATCHES_OPTION = click.option(
-    "--patches", "patch_files", multiple=True, type=click.Path(dir_okay=False),
+    "--patches", "patch_files", multiple=True, type=FILE,
     help="A Python file with patches of your own (repeatable).",
 )
 
@@ -98,9 +103,9 @@ PATCHES_OPTION = click.option(
 def host_options(func: F) -> F:
     """Options that say which hosts, how to reach them, and what they should have."""
     options = [
-        click.option("--config", "config_path", type=click.Path(dir_okay=False),
+        click.option("--config", "config_path", type=FILE,
                      help="Inventory file (default: ./envdoctor.toml when it exists)."),
-        click.option("--ssh-config", "ssh_config", type=click.Path(dir_okay=False),
+        click.option("--ssh-config", "ssh_config", type=FILE,
                      help="OpenSSH client config to read instead of ~/.ssh/config (like ssh -F)."),
         click.option("--venv", metavar="PATH", help="The job's virtualenv on every host (absolute path)."),
         click.option("--require", "requires", multiple=True, metavar="REQ",
@@ -123,7 +128,7 @@ def host_options(func: F) -> F:
         click.option("--insecure-no-host-key-check", "insecure_no_host_key_check", is_flag=True,
                      help="Honour 'StrictHostKeyChecking no' from the SSH config (unknown keys accepted, "
                           "logged loudly); without it 'no' is treated as 'yes'. A changed key is still refused."),
-        click.option("--checks", "check_files", multiple=True, type=click.Path(dir_okay=False),
+        click.option("--checks", "check_files", multiple=True, type=FILE,
                      help="A Python file with checks of your own (repeatable)."),
         PATCHES_OPTION,
         click.option("--only", "only", multiple=True, metavar="CHECK",
@@ -413,13 +418,13 @@ def fix(hosts: tuple[str, ...], dry_run: bool, index_url: str | None, extra_inde
 
 @cli.command("hosts")
 @click.argument("hosts", nargs=-1, required=True, metavar="DEST...")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+@click.option("--config", "config_path", type=FILE,
               help="Inventory file (default: ./envdoctor.toml when it exists).")
-@click.option("--ssh-config", "ssh_config", type=click.Path(dir_okay=False),
+@click.option("--ssh-config", "ssh_config", type=FILE,
               help="OpenSSH client config to read instead of ~/.ssh/config (like ssh -F).")
 @click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Report format: text for people (with where each value came from), json for programs.")
-@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, writable=True),
+@click.option("--output", "-o", "output", type=WRITABLE_FILE,
               help="Write the report to FILE instead of standard output.")
 @handle_errors
 def hosts_command(hosts: tuple[str, ...], config_path: str | None, ssh_config: str | None, fmt: str,
@@ -445,7 +450,7 @@ def hosts_command(hosts: tuple[str, ...], config_path: str | None, ssh_config: s
 
 
 @cli.command("checks")
-@click.option("--checks", "check_files", multiple=True, type=click.Path(dir_okay=False),
+@click.option("--checks", "check_files", multiple=True, type=FILE,
               help="Also list the checks in this file (repeatable).")
 @output_options
 @handle_errors
@@ -460,7 +465,7 @@ def list_checks(check_files: tuple[str, ...], fmt: str, output: str | None) -> N
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--format", "-f", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True,
               help="Report format: text for people, json for programs, sarif for code-scanning tools.")
-@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, writable=True), callback=validate_output,
+@click.option("--output", "-o", "output", type=WRITABLE_FILE, callback=validate_output,
               help="Write the report to FILE instead of standard output.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes that parse files.")
@@ -748,6 +753,12 @@ _register_drift(cli, host_options=host_options, output_options=output_options, h
 
 
 def main() -> None:
+    # A fleet's probe answers are thousands of new (acyclic) containers per host; with the
+    # default thresholds the cyclic collector would walk the whole heap again and again
+    # (3-4 ms of CPU per host at 256 hosts). Start-up's objects are frozen out of its sight
+    # and it runs after 50,000 allocations instead of 700: cycles are still collected.
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
     try:
         cli(prog_name="envdoctor")
     except KeyboardInterrupt:  # Ctrl-C before a command's own handler was in place

@@ -17,7 +17,6 @@ from packaging.specifiers import SpecifierSet
 
 from envdoctor.patch_proof import SiteKey
 from envdoctor.patching import AddKeyword, GenericPatch, Patch, SkipFile, Transform, TransformMismatch
-from envdoctor.scan import KEYWORD, package_of_relative_path
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -70,6 +69,8 @@ def for_file(
     distribution: str, version: str, path: str, sites: Collection[SiteKey], exports: ExportTable | None = None
 ) -> Patch:
     """The generic patch for one installed file: one trust_remote_code=True per named site, declared."""
+    from envdoctor.scan import KEYWORD, package_of_relative_path  # (the scanner only when a patch is built)
+
     keys = tuple(sorted(sites))
     where = ",".join(f"{line}:{column}" for line, column, _ in keys)
     return Patch(
