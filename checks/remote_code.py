@@ -66,9 +66,11 @@ def scan_items(
     items: Iterable[Mapping[str, Any]], exports: Mapping[str, ExportTable] | None = None
 ) -> tuple[list[InstalledSite], list[ScanError]]:
     """Parse the files the probe shipped; pure, so the same items always give the same sites."""
+    items = list(items)
+    if not items:
+        return [], []
     from envdoctor.scan import ScanError
 
-    items = list(items)
     tables = export_tables(items) if exports is None else exports
     sites: list[InstalledSite] = []
     errors: list[ScanError] = []

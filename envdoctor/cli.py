@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import gc
 import json
@@ -18,7 +17,7 @@ import click
 
 from envdoctor import __version__
 from envdoctor.errors import ConfigError, EnvdoctorError, UsageError
-from envdoctor.fleet import FleetReport, FleetSettings, run_fleet
+from envdoctor.fleet import FleetReport, FleetSettings, check_here, run_fleet
 from envdoctor.graph import CheckGraph, RemedySettings, load_checks
 from envdoctor.inventory import (
     HostSpec,
@@ -342,10 +341,14 @@ class ProgressLine:
 def run_and_report(selection: Selection, *, command: str, fmt: str, output: str | None,
                    fix: bool = False, dry_run: bool = False) -> None:
     with ProgressLine(len(selection.specs)) as progress:
-        report: FleetReport = asyncio.run(
-            run_fleet(selection.specs, selection.graph, selection.settings,
-                      command=command, fix=fix, dry_run=dry_run, progress=progress)
-        )
+        if command == "check" and all(spec.ssh is None for spec in selection.specs):
+            # This machine only: one probe command, no event loop (asyncio is a third of start-up).
+            report = check_here(selection.specs, selection.graph, selection.settings, progress=progress)
+        else:
+            import asyncio
+
+            report = asyncio.run(run_fleet(selection.specs, selection.graph, selection.settings,
+                                           command=command, fix=fix, dry_run=dry_run, progress=progress))
     from envdoctor.checks.remote_code import scan_names_not_installed
 
     if unknown := scan_names_not_installed(h.results for h in report.hosts):
@@ -592,6 +595,8 @@ def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, 
     Example:
       envdoctor revert ct200 speculators-tokenizer-trust-remote-code --venv /root/venv_sglang211
     """
+    import asyncio
+
     from envdoctor.report.revert_report import render_revert
     from envdoctor.revert import revert_on_host
 
@@ -628,6 +633,8 @@ def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **op
       envdoctor audit ct200 --venv /root/venv_sglang211
       envdoctor audit gpu-fleet --format json --output audit.json
     """
+    import asyncio
+
     from envdoctor.audit import RecordAuditor, run_audit
     from envdoctor.report.audit_report import render as render_audit
 
@@ -670,6 +677,8 @@ def facts_command(host: str, draft_layers: int, fmt: str, output: str | None, **
       envdoctor facts ct200 --model /root/models/Kimi-K2.6 --draft-layers 6 --trust-remote-code
     """
     from envdoctor.report.facts_report import render_facts
+    import asyncio
+
     from envdoctor.stages import collect_facts_document
 
     selection = select_hosts([host], **opts)
@@ -725,6 +734,8 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     selection.graph.closure(stage.requires)  # an unknown check id is the config's fault: exit 2
     command_placeholders(stage.command)
     model = opts["models"][-1] if opts["models"] else None
+    import asyncio
+
     outcome = asyncio.run(run_stage_on_host(
         spec, stage, selection.graph, selection.settings, model=model, draft_layers=draft_layers, detach=detach,
         on_stdout=_write_through(sys.stdout), on_stderr=_write_through(sys.stderr),

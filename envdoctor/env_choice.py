@@ -123,6 +123,8 @@ def job_needs(spec: HostSpec, facts: HostFacts, stage_commands: Iterable[str] = 
 
 def model_code_distributions(facts: HostFacts) -> list[str]:
     """The distributions the models' own code imports (read, never run); empty without models."""
+    if not facts.section("models"):
+        return []  # (and the model readers are not even imported)
     from envdoctor.model_code import check_code
     from envdoctor.models import models_from_facts
 

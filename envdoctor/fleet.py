@@ -7,8 +7,8 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 
 from __future__ import annotations
 
-import asyncio
 import resource
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,7 +22,6 @@ from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
 from envdoctor.results import CheckResult, Remedy, Status
 from envdoctor.transport.interface import CommandResult, Transport, shell_join
-from envdoctor.transport.local import LocalTransport
 from envdoctor.transport.target import SSHOptions
 
 if TYPE_CHECKING:
@@ -142,6 +141,8 @@ REMEDY_RUNNERS: dict[str, RemedyRunner] = {"command": run_command_remedy, "patch
 
 def open_transport(spec: HostSpec, settings: FleetSettings) -> Transport:
     if spec.ssh is None:
+        from envdoctor.transport.local import LocalTransport  # (asyncio's subprocesses)
+
         return LocalTransport(spec.name)
     from envdoctor.transport.asyncssh_loader import import_asyncssh
 
@@ -171,11 +172,13 @@ def pending_remedies(results: Sequence[CheckResult]) -> list[tuple[str, Remedy]]
 class HostRun:
     """Everything done on one host during one command."""
 
-    def __init__(self, spec: HostSpec, graph: CheckGraph, settings: FleetSettings, progress: Progress | None) -> None:
+    def __init__(self, spec: HostSpec, graph: CheckGraph, settings: FleetSettings, progress: Progress | None,
+                 transport: Transport | None = None) -> None:
         self.spec = spec
         self.graph = graph
         self.settings = settings
         self.progress = progress or (lambda host, phase: None)
+        self.transport = transport
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
         return self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
@@ -186,7 +189,7 @@ class HostRun:
         return facts, self.evaluate(facts)
 
     async def run(self, *, fix: bool, dry_run: bool) -> HostReport:
-        transport = open_transport(self.spec, self.settings)
+        transport = self.transport or open_transport(self.spec, self.settings)
         self.progress(self.spec.name, "connecting")
         try:
             await transport.connect()
@@ -276,6 +279,8 @@ async def run_fleet(
     progress: Progress | None = None,
 ) -> FleetReport:
     """Check (and with ``fix``, repair) every host concurrently; never raises for a host's failure."""
+    import asyncio
+
     limit = asyncio.Semaphore(descriptor_bound(settings.parallel, len(specs)))
 
     async def one(spec: HostSpec) -> HostReport:
@@ -285,15 +290,47 @@ async def run_fleet(
                 async with asyncio.timeout(settings.timeout):
                     report = await run.run(fix=fix, dry_run=dry_run)
             except TimeoutError:
-                problem = Problem("timeout", f"{spec.name} did not finish within {settings.timeout:g}s")
-                report = HostReport(spec, run.evaluate(HostFacts.unavailable(problem)))
+                report = timed_out(run, settings)
             except Exception as exc:  # a hostile host's answer must not end the run of the others
-                log.exception("host_crashed", host=spec.name)
-                problem = Problem("probe", f"envdoctor could not handle {spec.name}'s answer: {type(exc).__name__}: {exc}")
-                report = HostReport(spec, run.evaluate(HostFacts.unavailable(problem)))
+                report = crashed(run, exc)
             if progress:
                 progress(spec.name, "done" if report.ok else "problems")
             return report
 
     reports = await asyncio.gather(*(one(spec) for spec in specs))
     return FleetReport(command, list(reports))
+
+
+def check_here(specs: Sequence[HostSpec], graph: CheckGraph, settings: FleetSettings, *,
+               progress: Progress | None = None) -> FleetReport:
+    """``check`` of this machine (every spec local), without an event loop: the same HostRun,
+    each command run to its end by envdoctor.transport.blocking (start-up: no asyncio)."""
+    from envdoctor.transport.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
+
+    reports = []
+    for spec in specs:
+        deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
+        run = HostRun(spec, graph, settings, progress, BlockingLocalTransport(spec.name, deadline))
+        try:
+            report = drive(run.run(fix=False, dry_run=False))
+        except DeadlineExceeded:
+            report = timed_out(run, settings)
+        except Suspended:
+            raise  # envdoctor's own bug, not the host's: loud
+        except Exception as exc:
+            report = crashed(run, exc)
+        if progress:
+            progress(spec.name, "done" if report.ok else "problems")
+        reports.append(report)
+    return FleetReport("check", reports)
+
+
+def timed_out(run: HostRun, settings: FleetSettings) -> HostReport:
+    problem = Problem("timeout", f"{run.spec.name} did not finish within {settings.timeout:g}s")
+    return HostReport(run.spec, run.evaluate(HostFacts.unavailable(problem)))
+
+
+def crashed(run: HostRun, exc: Exception) -> HostReport:
+    log.exception("host_crashed", host=run.spec.name)
+    problem = Problem("probe", f"envdoctor could not handle {run.spec.name}'s answer: {type(exc).__name__}: {exc}")
+    return HostReport(run.spec, run.evaluate(HostFacts.unavailable(problem)))

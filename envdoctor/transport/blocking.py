@@ -1,0 +1,172 @@
+"""``check`` on this machine without an event loop.
+
+Checking the local machine is one probe command: there is nothing to do concurrently, and
+importing asyncio is a third of envdoctor's start-up. So ``check local`` runs the same
+coroutines as a fleet run (HostRun, gather_facts, run_probe) through :func:`drive`, with a
+transport whose ``run`` finishes before it returns: nothing ever suspends. Everything else
+(remote hosts, ``fix``, audits, stages) keeps asyncio.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+from envdoctor.errors import CommandTimeout, TransportError
+from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport
+
+T = TypeVar("T")
+
+#: Bytes written to the command's stdin at a time (a pipe holds 64 KiB).
+_WRITE_CHUNK = 1 << 16
+
+
+class DeadlineExceeded(Exception):
+    """The host's whole time budget (--timeout) ran out, not one command's own limit."""
+
+
+class Suspended(RuntimeError):
+    """A coroutine run by :func:`drive` awaited something that needs an event loop (a bug)."""
+
+
+def drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (its awaits are all on blocking transports)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise Suspended("a blocking local run awaited something that needs an event loop")
+
+
+class BlockingLocalTransport(Transport):
+    """This machine, with each command run to its end before ``run`` returns.
+
+    Like :class:`envdoctor.transport.local.LocalTransport`: argv without a shell, the
+    environment inherited, output kept up to MAX_OUTPUT_BYTES per stream, a timeout stops the
+    command's whole process group. ``deadline`` (time.monotonic) bounds every command too;
+    reaching it raises :class:`DeadlineExceeded`."""
+
+    def __init__(self, name: str = "local", deadline: float | None = None) -> None:
+        self.name = name
+        self.deadline = deadline
+
+    async def connect(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        limit, budget = timeout, False
+        if self.deadline is not None:
+            left = max(0.0, self.deadline - time.monotonic())
+            if limit is None or left < limit:
+                limit, budget = left, True
+        try:
+            proc = subprocess.Popen(
+                list(argv), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env={**os.environ, **env} if env else None,
+                start_new_session=True,  # so a timeout can stop the whole process group
+            )
+        except FileNotFoundError:
+            return CommandResult(tuple(argv), 127, b"", f"{argv[0]}: not found\n".encode())
+        except OSError as exc:
+            raise TransportError(f"cannot run {argv[0]} locally: {exc}") from exc
+        try:
+            out, out_cut, err, err_cut = _exchange(proc, stdin, None if limit is None else time.monotonic() + limit)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            if budget:
+                raise DeadlineExceeded() from None
+            raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g}s on {self.name}") from None
+        except BaseException:  # Ctrl-C: the command must not outlive us
+            _stop(proc)
+            raise
+        return CommandResult(tuple(argv), proc.wait(), out, err, out_cut or err_cut)
+
+    async def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        on_stdout: OutputSink,
+        on_stderr: OutputSink,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        result = await self.run(argv, stdin=b"", env=env, timeout=timeout)
+        on_stdout(result.stdout)
+        on_stderr(result.stderr)
+        return result.exit_status
+
+
+def _exchange(proc: subprocess.Popen[bytes], data: bytes | None,
+              until: float | None) -> tuple[bytes, bool, bytes, bool]:
+    """Feed stdin and read both outputs to their ends (each kept up to MAX_OUTPUT_BYTES)
+    before ``until``; raises subprocess.TimeoutExpired after it."""
+    kept: dict[Any, list[bytes]] = {proc.stdout: [], proc.stderr: []}
+    sizes = {proc.stdout: 0, proc.stderr: 0}
+    cut = {proc.stdout: False, proc.stderr: False}
+    view, sent = memoryview(data or b""), 0
+    with selectors.DefaultSelector() as selector:
+        if proc.stdin is not None:
+            if view:
+                selector.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+        for stream in (proc.stdout, proc.stderr):
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            wait = None if until is None else until - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            for key, _ in selector.select(wait):
+                if key.fileobj is proc.stdin:
+                    try:
+                        sent += os.write(key.fd, view[sent:sent + _WRITE_CHUNK])
+                    except BrokenPipeError:
+                        sent = len(view)  # the command did not want all of it; its status says why
+                    if sent >= len(view):
+                        selector.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                room = MAX_OUTPUT_BYTES - sizes[key.fileobj]
+                if room > 0:
+                    kept[key.fileobj].append(chunk[:room])
+                    sizes[key.fileobj] += min(room, len(chunk))
+                if len(chunk) > room:
+                    cut[key.fileobj] = True
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+    if until is not None:
+        proc.wait(max(0.0, until - time.monotonic()))
+    out, err = b"".join(kept[proc.stdout]), b"".join(kept[proc.stderr])
+    return out, cut[proc.stdout], err, cut[proc.stderr]
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
