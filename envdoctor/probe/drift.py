@@ -13,7 +13,7 @@
 #   - baselines: when a consumer pins its provider to versions the installed one is outside
 #     of and another environment of the host holds a pinned version (drift_baseline.py),
 #     the modules the same uses reach there, so the controller can tell new breaks from old.
-# Nothing is imported or executed. The whole answer is cached in <venv>/.envdoctor/
+# Nothing is imported or executed. The whole answer is cached in ~/.cache/envdoctor/drift-<digest>/
 # (owner-only) under a key made of the request, the site folders' entries and the hashes
 # of the RECORDs involved, and checked against the stat of every file it read: an
 # unchanged venv is answered from the cache.
@@ -24,9 +24,11 @@ import json
 import os
 import re
 import stat
+import sys
 import time
 
 from envdoctor.probe.audit_hash import write_private
+from envdoctor.probe.audit_record import fsb
 from envdoctor.probe.core import (
     canonical_name,
     open_regular,
@@ -280,9 +282,10 @@ def cache_key(args, sites):
 
 
 def drift_cache_folder(prefix):
-    if prefix:
-        return os.path.join(prefix, ".envdoctor")
-    return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor")
+    """The user's cache, one folder per environment: a check writes nothing inside the
+    environment it reads."""
+    digest = hashlib.sha1(fsb(os.path.abspath(prefix) if prefix else sys.prefix)).hexdigest()[:12]
+    return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor", "drift-" + digest)
 
 
 def read_cache(folder, key):
@@ -308,13 +311,11 @@ def read_cache(folder, key):
 
 
 def write_cache(folder, key, read, data):
-    """Save the answer in a real, owner-only folder of ours. The folder's parent must exist
-    already: a check must never create the venv folder it was told about (that would turn
-    "no such venv" into "not a virtualenv") nor write through a planted symlink."""
+    """Save the answer in a real, owner-only folder of ours (never through a planted symlink)."""
     try:
         if not os.path.isdir(folder):
             parent = os.path.dirname(folder)
-            if os.path.basename(parent) == "envdoctor" and os.path.isdir(os.path.dirname(parent)):
+            if not os.path.isdir(parent):
                 os.makedirs(parent, 0o700)  # ~/.cache/envdoctor
             os.mkdir(folder, 0o700)
         info = os.lstat(folder)

@@ -8,8 +8,8 @@
 # gpu_host.py (with ENVDOCTOR_SYSFS_ROOT, the stand-in root for tests).
 #
 # The exported torch-namespace symbols of each torch library are kept as 8-byte digests in
-# the environment's .envdoctor folder (or the user's cache for a system interpreter),
-# owner-only and keyed by the library's stat; the per-binary summaries beside them, keyed
+# the user's cache (~/.cache/envdoctor/gpu-<digest of the environment's prefix>: a check
+# writes nothing inside the environment), owner-only and keyed by the library's stat; the per-binary summaries beside them, keyed
 # the same way. A re-check of an unchanged environment reads no ELF file at all.
 
 import hashlib
@@ -281,10 +281,9 @@ def valid_entries(table, keys):
 
 
 def gpu_cache_folder(prefix):
-    if prefix:
-        return os.path.join(prefix, ".envdoctor")
-    # The default interpreter's prefix is a system folder (/usr): keep the cache in $HOME.
-    digest = hashlib.sha1(fsb(sys.prefix)).hexdigest()[:12]
+    """The user's cache, one folder per environment: a check writes nothing inside the
+    environment it reads (and a system interpreter's prefix is not ours to write)."""
+    digest = hashlib.sha1(fsb(os.path.abspath(prefix) if prefix else sys.prefix)).hexdigest()[:12]
     return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor", "gpu-" + digest)
 
 

@@ -107,14 +107,18 @@ def test_drift_over_ssh_reports_the_three_vllm_016_breaks_and_nothing_on_0110(ru
 
 
 def test_recheck_of_an_unchanged_venv_is_answered_from_the_host_cache(run_cli, drift_venvs):
-    """The second run reads the owner-only cache in <venv>/.envdoctor; a touched file invalidates it."""
+    """The second run reads the owner-only cache in ~/.cache/envdoctor (nothing is written inside
+    the venv); a touched file invalidates it."""
     venv = drift_venvs["0.16.0"]
     first = drift_json(run_cli, "local", "--venv", str(venv))[1]
     second = drift_json(run_cli, "local", "--venv", str(venv))[1]
     assert second["hosts"][0]["stats"]["cache"] == "hit"
     assert first["pairs"][0]["findings"] == second["pairs"][0]["findings"]
-    cache = venv / ".envdoctor" / "drift-cache"
+    from envdoctor.probe import drift as probe_drift
+
+    cache = Path(probe_drift.drift_cache_folder(str(venv))) / probe_drift.DRIFT_CACHE_NAME
     assert cache.stat().st_mode & 0o077 == 0
+    assert not (venv / ".envdoctor").exists()
     scheduler = site_packages(venv) / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
     scheduler.write_bytes(scheduler.read_bytes())  # new mtime, same content
     third = drift_json(run_cli, "local", "--venv", str(venv))[1]

@@ -26,7 +26,8 @@ def dist(site: Path, name: str, version: str, files: dict[str, str], requires: t
 
 
 @pytest.fixture()
-def venv(tmp_path: Path) -> Path:
+def venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the cache lives in ~/.cache/envdoctor
     prefix = tmp_path / "venv"
     site = prefix / "lib" / "python3.11" / "site-packages"
     dist(site, "transformers", "5.0.0", {"transformers/__init__.py": "def pipeline(task):\n    pass\n"})
@@ -70,7 +71,8 @@ def test_entry_scope_reads_only_the_files_the_entry_imports(venv: Path) -> None:
 def test_cache_answers_an_unchanged_venv_and_notices_a_changed_file(venv: Path) -> None:
     """Second run: a hit from an owner-only file; a rewritten provider file: a miss."""
     assert run(venv)["cache"] == "miss"
-    cache = venv / ".envdoctor" / "drift-cache"
+    assert not (venv / ".envdoctor").exists()  # a check writes nothing inside the environment
+    cache = Path(probe_drift.drift_cache_folder(str(venv))) / probe_drift.DRIFT_CACHE_NAME
     assert cache.stat().st_mode & 0o077 == 0
     assert run(venv)["cache"] == "hit"
     module = next(venv.glob("lib/*/site-packages/vllm/sched.py"))
@@ -82,7 +84,7 @@ def test_cache_answers_an_unchanged_venv_and_notices_a_changed_file(venv: Path) 
 def test_a_cache_others_can_write_is_ignored(venv: Path) -> None:
     """A group-writable cache file is not trusted."""
     run(venv)
-    cache = venv / ".envdoctor" / "drift-cache"
+    cache = Path(probe_drift.drift_cache_folder(str(venv))) / probe_drift.DRIFT_CACHE_NAME
     cache.chmod(0o620)
     assert run(venv)["cache"] == "miss"
 

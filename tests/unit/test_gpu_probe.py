@@ -34,6 +34,17 @@ def site_of(prefix: Path) -> Path:
     return site
 
 
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The section's cache lives in ~/.cache/envdoctor: a home of the test's own."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def cache_folder(prefix: Path) -> Path:
+    return Path(gpu_stack.gpu_cache_folder(str(prefix)))
+
+
 def run_section(prefix: Path, monkeypatch: pytest.MonkeyPatch, *, root: Path | None = None,
                 smi_dir: Path | None = None, **args: object) -> dict:
     monkeypatch.delenv("ENVDOCTOR_SYSFS_ROOT", raising=False)
@@ -147,7 +158,7 @@ def test_cache_replays_and_notices_a_change(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(gpu_stack, "RACY_SECONDS", -1)
     first = run_section(prefix, monkeypatch)
     assert first["cache"]["saved"] and first["cache"]["hits"] == 0
-    folder = prefix / ".envdoctor"
+    folder = cache_folder(prefix)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / gpu_stack.GPU_CACHE_NAME).stat().st_mode) == 0o600
 
@@ -170,8 +181,8 @@ def test_cache_someone_else_could_write_is_ignored(tmp_path: Path, monkeypatch: 
     prefix = tmp_path / "venv"
     site = site_of(prefix)
     torch_layout(site)
-    folder = prefix / ".envdoctor"
-    folder.mkdir()
+    folder = cache_folder(prefix)
+    folder.mkdir(parents=True)
     folder.chmod(0o775)
     result = run_section(prefix, monkeypatch)
     assert result["cache"]["folder"] is None and not (folder / gpu_stack.GPU_CACHE_NAME).exists()
@@ -292,6 +303,18 @@ def test_absent_venv_is_left_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert not prefix.exists()
 
 
+def test_the_cache_is_written_outside_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check writes nothing inside the environment it reads: the cache goes to ~/.cache/envdoctor."""
+    prefix = tmp_path / "venv"
+    torch_layout(site_of(prefix))
+    monkeypatch.setattr(gpu_stack, "RACY_SECONDS", -1)  # files just written count as settled
+    before = sorted(p for p in prefix.rglob("*"))
+    assert run_section(prefix, monkeypatch)["cache"]["saved"]
+    assert sorted(p for p in prefix.rglob("*")) == before
+    assert (cache_folder(prefix) / gpu_stack.GPU_CACHE_NAME).is_file()
+    assert cache_folder(prefix).parent == tmp_path / "home" / ".cache" / "envdoctor"
+
+
 def test_walk_is_replayed_until_a_folder_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The folders' mtimes stand for the walk: unchanged, it is replayed; a new extension in
     a new package or beside an old one is found."""
@@ -328,8 +351,8 @@ def test_damaged_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     site = site_of(prefix)
     torch_layout(site)
     extension(site, "vllm/_C.abi3.so", fatbin_data=fatbin(container(sass(90))))
-    folder = prefix / ".envdoctor"
-    folder.mkdir(mode=0o700)
+    folder = cache_folder(prefix)
+    folder.mkdir(mode=0o700, parents=True)
     for text in ('{"version": 1, "binaries": [], "exports": {"x": 1}, "walks": {"s": {"dirs": 5}}}', "not json"):
         (folder / gpu_stack.GPU_CACHE_NAME).write_text(text)
         (folder / gpu_stack.GPU_CACHE_NAME).chmod(0o600)
