@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from functools import lru_cache
 
 from packaging.markers import Marker
@@ -191,8 +192,27 @@ def extras_of(parsed: _Parsed) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+#: Verdicts by (distributions, marker values): the nodes of a fleet built from one image
+#: have the same environment, which is then worked out once.
+_ENVIRONMENTS: dict[tuple[Any, ...], Consistency] = {}
+_ENVIRONMENTS_MAX = 256
+
+
 def check_environment(env: Environment) -> Consistency:
     """``pip check`` for ``env`` (with the host's markers), plus duplicates and extras in use."""
+    key = (env.distributions, tuple(sorted(env.markers.items())))
+    found = _ENVIRONMENTS.get(key)
+    if found is None:
+        found = _check_environment(env)
+        if len(_ENVIRONMENTS) >= _ENVIRONMENTS_MAX:
+            _ENVIRONMENTS.clear()
+        _ENVIRONMENTS[key] = found
+    # A copy of the lists: what a caller does with its verdict never reaches another host's.
+    return Consistency(list(found.missing), list(found.conflicts), list(found.parse_errors),
+                       list(found.duplicates), list(found.extras))
+
+
+def _check_environment(env: Environment) -> Consistency:
     result = Consistency(duplicates=duplicates(env))
     package_set: dict[str, _Parsed] = {}
     for dist in env.distributions:

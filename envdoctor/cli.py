@@ -6,6 +6,7 @@ import functools
 import gc
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -269,6 +270,9 @@ def _umask() -> int:
 CONFIG_META = "envdoctor.config"
 
 
+_EXIT_STATUS_LINE = re.compile(r'\n  "exit_status": -?\d+,\n')
+
+
 def _note_config(inventory: Inventory) -> None:
     """Remember for this invocation which config was loaded: JSON reports name it."""
     context = click.get_current_context(silent=True)
@@ -281,6 +285,15 @@ def _with_config(text: str) -> str:
     context = click.get_current_context(silent=True)
     if context is None or CONFIG_META not in context.meta or not text.startswith("{"):
         return text
+    # Every report is indented by dump_json, envelope first: the line goes in after
+    # "exit_status" without decoding and encoding a fleet's report again. (A top-level key is
+    # the only text at two spaces after a newline: newlines inside strings are escaped.)
+    if '\n  "config": ' in text:
+        return text
+    envelope_end = _EXIT_STATUS_LINE.search(text, 0, 1000)
+    if envelope_end is not None:
+        at = envelope_end.end()
+        return f'{text[:at]}  "config": {json.dumps(context.meta[CONFIG_META])},\n{text[at:]}'
     try:
         data = json.loads(text)
     except ValueError:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from envdoctor.fleet import Action, FleetReport, HostReport
 from envdoctor.inventory import HostSpec
 from envdoctor.report import render
@@ -67,3 +69,25 @@ def test_fix_report_lists_actions_and_failed_output():
     assert "✗ pip install x" in text and "exit status 1" in text
     assert "no matching distribution" in text
     assert FleetReport("fix", [host]).exit_status == 1
+
+
+@pytest.mark.parametrize("config", [None, "/srv/my config/envdoctor.toml", '/tmp/é"x\n'])
+def test_config_line_is_what_decoding_and_encoding_again_would_write(config):
+    """The "config" key is put after "exit_status" textually; the result equals the document
+    decoded, given the key, and encoded again (the way it used to be done)."""
+    import click
+
+    import envdoctor.cli as cli
+    from envdoctor.report.envelope import dump_json
+
+    body = {"hosts": [{"host": "h", "results": [{"id": "x", "status": "pass", "message": "a\n  \"config\": b"}]}]}
+    doc = dump_json("check", 0, body)
+    context = click.Context(cli.cli)
+    context.meta[cli.CONFIG_META] = config
+    with context:
+        fast = cli._with_config(doc)
+        assert cli._with_config(fast) == fast  # once only
+    data = json.loads(doc)
+    items = list(data.items())
+    items.insert(list(data).index("exit_status") + 1, ("config", config))
+    assert fast == json.dumps(dict(items), indent=2) + "\n"
