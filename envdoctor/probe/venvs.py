@@ -258,8 +258,12 @@ def venvs_section(args, emit):
     for prefix in discovered:
         env, sites = describe_static(prefix, env_python(prefix))
         env["site_packages"] = [p for p in sites if p.endswith("-packages")]
-        # With a venv chosen the others are only named (a typo's hint); without, they are ranked.
+        # With a venv chosen the others are only named (a typo's hint); without, they are ranked
+        # by what they have installed. What their distributions require is never judged (only a
+        # chosen or default interpreter is): it stays on the host (a fifth of a typical answer).
         env["distributions"] = [] if configured else read_distributions(with_pth_paths(sites))
+        for dist in env["distributions"]:
+            dist["requires"] = []
         envs.append(env)
     default = finish_inspection(*default_job, timeout=timeout) if default_job else None
     return {"configured": configured, "discovered": discovered, "envs": envs, "default": default}
