@@ -6,10 +6,9 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import Distribution, Environment
+from envdoctor.facts import Distribution, Environment, canonicalize_name
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
 

@@ -7,9 +7,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from packaging.utils import canonicalize_name
 
-from envdoctor.facts import Environment
+from envdoctor.facts import Environment, canonicalize_name
 from envdoctor.graph import Check, CheckContext, CheckFunc, check
 from envdoctor.patching import (
     APPLIED,

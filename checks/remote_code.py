@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from packaging.utils import canonicalize_name
 
+from envdoctor.facts import canonicalize_name
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Status, errored, failed, passed, skipped, warned
 from envdoctor.scan_exports import ExportTable, exports_of_source, module_of_relative_path

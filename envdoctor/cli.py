@@ -8,7 +8,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -248,6 +247,8 @@ def write_report_atomically(path: Path, text: str) -> None:
     if path.exists() and not path.is_file():  # /dev/stdout, a FIFO: write through, never replace
         path.write_text(text, encoding="utf-8")
         return
+    import tempfile  # (only when a report is written to a file: start-up)
+
     # mkstemp: O_EXCL with a random name, so a symlink planted in a shared folder is never followed.
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)

@@ -17,13 +17,15 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import Environment, HostFacts
+from envdoctor.facts import Environment, HostFacts, canonicalize_name
 from envdoctor.inventory import HostSpec
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 #: What serving and drafter training run on: reported for every candidate that has them.
 STACK = ("transformers", "sglang", "vllm", "torch")
@@ -42,7 +44,8 @@ class Need:
 
     @property
     def name(self) -> str:
-        return Requirement(self.requirement).name
+        req = parse_requirement(self.requirement)
+        return req.name if req is not None else self.requirement
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,20 @@ class Candidate:
         return dist.version if dist else "?"
 
 
-def meets(env: Environment, need: Need) -> bool:
+def parse_requirement(text: str) -> Requirement | None:
+    """A PEP 508 requirement, or None if it is not one (packaging's parser is imported only
+    when a job needs something: 20 ms of start-up)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
-        req = Requirement(need.requirement)
+        return Requirement(text)
     except InvalidRequirement:
+        return None
+
+
+def meets(env: Environment, need: Need) -> bool:
+    req = parse_requirement(need.requirement)
+    if req is None:
         return False
     if req.marker is not None and env.markers and not req.marker.evaluate({**env.markers, "extra": ""}):
         return True
@@ -113,11 +126,9 @@ def job_needs(spec: HostSpec, facts: HostFacts, stage_commands: Iterable[str] = 
         needs += [Need(name, "a stage command") for name in stage_distributions(command)]
     unique: dict[str, Need] = {}
     for need in needs:
-        try:
-            key = str(Requirement(need.requirement))
-        except InvalidRequirement:
-            continue
-        unique.setdefault(key, need)
+        req = parse_requirement(need.requirement)
+        if req is not None:
+            unique.setdefault(str(req), need)
     return list(unique.values())
 
 

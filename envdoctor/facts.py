@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from packaging.utils import canonicalize_name as _canonicalize_name
-
 from envdoctor.probe.program import ProbeOutput
 
-#: A fleet asks for the same few hundred names on every host: compute each once.
-canonicalize_name = lru_cache(maxsize=65536)(_canonicalize_name)
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
+
+
+@lru_cache(maxsize=65536)  # a fleet asks for the same few hundred names on every host
+def canonicalize_name(name: str) -> str:
+    """A distribution name as PEP 503 normalizes it: each run of ``-``, ``_`` and ``.`` becomes
+    ``-``, then lower case (packaging's canonicalize_name, whose module imports packaging.tags:
+    20 ms of start-up)."""
+    return _NAME_SEPARATORS.sub("-", name).lower()
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
-from envdoctor.transport.ssh_aliases import ConfigHostNames, config_host_names
 from envdoctor.transport.target import DEFAULT_SSH_CONFIG, SSHTarget
+
+if TYPE_CHECKING:
+    from envdoctor.transport.ssh_aliases import ConfigHostNames
 
 DEFAULT_INVENTORY = "envdoctor.toml"
 LOCAL = "local"
@@ -170,6 +171,8 @@ def load_inventory(path: str | os.PathLike[str] | None = None) -> Inventory:
             raise ConfigError(f"config file {config_path} does not exist")
     # Refused when another user could have written it: it can grant trust_remote_code.
     raw = read_trusted_file(config_path, "config file")
+    import tomllib  # (only when there is a config file)
+
     get_logger(__name__).info("config_loaded", path=os.path.abspath(config_path))
     try:
         data = tomllib.loads(raw.decode("utf-8"))
@@ -273,6 +276,8 @@ def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
 
 
 def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:
+    from envdoctor.transport.ssh_aliases import config_host_names  # (only for names that are not local)
+
     """The names the SSH config defines: ``--ssh-config`` alone (like ``ssh -F``), else
     ``~/.ssh/config`` and the system file, as ssh reads them."""
     from envdoctor.transport.ssh_config import SYSTEM_CONFIG

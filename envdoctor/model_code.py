@@ -13,10 +13,9 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import Environment
+from envdoctor.facts import Environment, canonicalize_name
 from envdoctor.models import CodeFile
 
 #: Import names whose distribution is called otherwise.

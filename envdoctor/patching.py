@@ -21,17 +21,15 @@ import os
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envdoctor import __version__
 from envdoctor.errors import ConfigError, PatchError
-from envdoctor.facts import Environment, HostFacts
+from envdoctor.facts import Environment, HostFacts, canonicalize_name
 from envdoctor.graph import load_module_file
 from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.patch_host import KILL_AFTER_INTENT_ENV, change_request, run_host_program
@@ -42,6 +40,7 @@ from envdoctor.results import Remedy
 from envdoctor.transport.interface import Transport
 
 if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
     # libcst takes ~150 ms to import: the CLI pays for it only when a transform runs.
     import libcst as cst
 
@@ -77,7 +76,9 @@ class Patch:
     summary: str
     why: str
     distribution: str
-    specifier: SpecifierSet
+    #: The versions it is for: a SpecifierSet, or its text (">=0.3.0,<0.4"), parsed when needed
+    #: (packaging.specifiers costs 20 ms of start-up, and every command loads the patches).
+    specifier: SpecifierSet | str
     files: tuple[str, ...]
     transform: Transform
     #: The upstream version that no longer needs the patch, when known.
@@ -91,16 +92,27 @@ class Patch:
     declares: tuple[Declared, ...] = ()
 
     @property
+    def specifier_set(self) -> SpecifierSet:
+        return _specifier_set(self.specifier) if isinstance(self.specifier, str) else self.specifier
+
+    @property
     def versions(self) -> str:
         """The specifier as people write it: lower bounds first (SpecifierSet sorts by text)."""
         order = {">": 0, ">=": 0, "==": 1, "~=": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
-        return ",".join(str(s) for s in sorted(self.specifier, key=lambda s: (order.get(s.operator, 2), s.version)))
+        return ",".join(str(s) for s in sorted(self.specifier_set, key=lambda s: (order.get(s.operator, 2), s.version)))
 
     def applies_to(self, version: str) -> bool:
         try:
-            return self.specifier.contains(Version(version), prereleases=True)
+            return self.specifier_set.contains(Version(version), prereleases=True)
         except InvalidVersion:
             return False
+
+
+@lru_cache(maxsize=1024)
+def _specifier_set(text: str) -> SpecifierSet:
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(text)
 
 
 def sha256_hex(data: bytes) -> str:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from envdoctor.facts import canonicalize_name
 
 #: pip learnt ``install --dry-run --report`` in 22.2.
 MIN_PIP = Version("22.2")

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from packaging.specifiers import SpecifierSet
-
 from envdoctor.patching import AddKeyword, Patch, ReplaceStatement, SkipFile, TransformMismatch
 
 if TYPE_CHECKING:
@@ -48,7 +46,7 @@ TOKENIZER = Patch(
         "or newer transformers silently loads a different, generic tokenizer"
     ),
     distribution="speculators",
-    specifier=SpecifierSet(">=0.3.0,<0.5"),
+    specifier=">=0.3.0,<0.5",
     files=(GENERATOR,),
     transform=tokenizer_trusts_remote_code,
     fixed_in="0.5.0",
@@ -79,7 +77,7 @@ MULTIMODAL_DECODER = Patch(
         "KimiK25ForConditionalGeneration does not have: hidden-state capture fails with AttributeError"
     ),
     distribution="speculators",
-    specifier=SpecifierSet(">=0.3.0,<0.4"),
+    specifier=">=0.3.0,<0.4",
     files=(WORKER,),
     transform=decoder_through_language_model,
     fixed_in="0.4.0",

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from packaging.specifiers import SpecifierSet
-
 from envdoctor.patch_proof import SiteKey
 from envdoctor.patching import AddKeyword, GenericPatch, Patch, SkipFile, Transform, TransformMismatch
 
@@ -78,7 +76,7 @@ def for_file(
         summary=f"pass trust_remote_code=True at {path}:{where}",
         why="a model that ships its own code fails to load (or loads a different class) without the flag",
         distribution=distribution,
-        specifier=SpecifierSet(f"=={version}"),
+        specifier=f"=={version}",
         files=(path,),
         transform=add_flag_at(keys, path=path, package=package_of_relative_path(path), exports=exports),
         needs_consent=True,

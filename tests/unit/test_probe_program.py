@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from envdoctor.probe import program
 
@@ -16,20 +17,17 @@ def test_every_section_program_compiles_without_envdoctor_imports() -> None:
         assert not any(m and m.startswith("envdoctor") for m in modules), name
 
 
-def test_parenthesized_imports_between_probe_modules_are_dropped_whole(monkeypatch) -> None:
+def test_parenthesized_imports_between_probe_modules_are_dropped_whole() -> None:
     """A `from envdoctor.probe.core import (a,\\n b)` over several lines leaves no dangling line."""
     source = "import os\nfrom envdoctor.probe.core import (a,\n    b,\n    c)\nx = 1\nfrom envdoctor.probe.core import d\n"
+    assert program.without_probe_imports(source) == "import os\nx = 1\n"
 
-    class Files:
-        def joinpath(self, _name: str) -> "Files":
-            return self
 
-        def read_text(self, _encoding: str) -> str:
-            return source
-
-    monkeypatch.setattr(program.resources, "files", lambda _pkg: Files())
-    program._module_source.cache_clear()
-    try:
-        assert program._module_source("fake") == "import os\nx = 1\n"
-    finally:
-        program._module_source.cache_clear()
+def test_every_probe_module_is_read_without_its_probe_imports() -> None:
+    """Each shipped probe module comes out of _module_source with no import of another probe module."""
+    folder = Path(program.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        if path.name in ("__init__.py", "program.py"):
+            continue
+        text = program._module_source(path.stem)
+        assert "from envdoctor.probe" not in text and text.strip(), path.name
