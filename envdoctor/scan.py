@@ -10,8 +10,11 @@ and docstrings is never a call.
 
 Parsing with libcst is slow (about 1 MB/s) and resolving names costs several times more,
 so a byte filter first drops the files that cannot hold a site, and CPython's ``ast`` then
-tells which files and statements libcst needs to see (:mod:`envdoctor.scan_prune`); the
-libcst part lives in :mod:`envdoctor.scan_sites`, imported only when a file is parsed. The
+tells which files and statements libcst needs to see (:mod:`envdoctor.scan_prune`): one
+``ast`` parse per file that passes the filter bounds it (:mod:`envdoctor.untrusted`), reads
+its re-exports and tells whether any call in it can be a site; libcst sees only the files
+with such a call, pruned to the statements that matter. The libcst part lives in
+:mod:`envdoctor.scan_sites`, imported only when a file is parsed. The
 byte filter also runs on remote hosts inside the probe (:mod:`envdoctor.probe.sources`);
 :data:`FILTER_PATTERNS` is the one place its patterns live.
 """
@@ -30,9 +33,11 @@ from typing import Any
 
 from envdoctor.probe.sources import compile_site_filter, bytes_are_utf8, bytes_might_hold_site
 from envdoctor.scan_exports import ExportTable as ExportTable  # re-exported: callers import it from here
-from envdoctor.scan_exports import exports_of_source
+from envdoctor.scan_exports import exports_of_source, exports_of_tree
 from envdoctor.scan_exports import module_of_relative_path as module_of_relative_path
 from envdoctor.scan_exports import resolve_relative as resolve_relative
+from envdoctor.scan_prune import candidate_names
+from envdoctor.untrusted import parsed_source_problem
 
 # States of a site, as the JSON contract names them.
 OK, EXPLICIT_FALSE, PARAMETERIZED, KWARGS, MISSING = "ok", "explicit-false", "parameterized", "kwargs", "missing"
@@ -59,11 +64,27 @@ VLLM_CALLEES: dict[str, str] = {
     "vllm.config.model.ModelConfig": "vllm.config.ModelConfig",
 }
 
+#: Last names of the vLLM entry points, and the Auto-class methods that load a model's code.
+VLLM_NAMES = frozenset(name.rsplit(".", 1)[1] for name in VLLM_CALLEES)
+LOADER_METHODS = frozenset({"from_pretrained", "from_config"})
 
-def _referenced(name: str) -> str:
-    """A regex for `name` where Python code can bind or reach it: after a dot, on an import
-    line, or alone at the start of a line (a name in a parenthesised import list)."""
-    return rf"(?:\.\s*|\bimport\b[^\n]*\b|^[ \t]*(?={name}[ \t]*(?:,|\)|\\|$|as\b))){name}\b"
+
+def _referenced(literal: str, prefix: str = "") -> tuple[tuple[tuple[str, str], ...], ...]:
+    """Filter groups for a name ending in `literal` (``prefix`` matches what may come before
+    it, as a regex) where Python code can bind or reach it: after a dot, on an import line,
+    or ending an item of a parenthesised import list (followed by ``,``, ``)``, ``\\``, the
+    line end or ``as``; the name may also be elsewhere on that line, which passes a few more
+    files than "alone on the line" would). One group each, every regex starting with a
+    literal: a pattern that starts with ``^`` or an alternation is tried at every byte,
+    several times slower over a library where the name is a common word (``VLLM``)."""
+    name = prefix + literal
+    # `LLM` must start its word (not VLLM); `\w*EngineArgs` may have any word before it.
+    start = "" if prefix else rf"(?<!\w{literal})"
+    return (
+        ((literal, r"\.\s*" + name + r"\b"),),
+        ((literal, r"import\b[^\n]*\b" + name + r"\b"),),
+        ((literal, literal + start + r"(?=[ \t]*(?:,|\)|\\|$|as\b))"),),
+    )
 
 
 _AUTO = r"(?:TF|Flax)?Auto[A-Z]\w*"
@@ -89,11 +110,7 @@ FILTER_PATTERNS: tuple[tuple[tuple[str, str], ...], ...] = tuple(
         ((method, r"\.\s*" + method + r"\b"), (" as", _AUTO + r"\s+as\s+\w")),
         ((method, r"\.\s*" + method + r"\b"), ("Auto", _ALIAS_OF_AUTO)),
     )
-) + (
-    (("LLM", _referenced("LLM")),),
-    (("EngineArgs", _referenced(r"\w*EngineArgs")),),
-    (("ModelConfig", _referenced("ModelConfig")),),
-)
+) + _referenced("LLM") + _referenced("EngineArgs", r"\w*") + _referenced("ModelConfig")
 _COMPILED_FILTER = compile_site_filter(FILTER_PATTERNS)
 
 _LOADER_NAME = r"(?:" + _AUTO + r"|LLM|\w*EngineArgs|ModelConfig)"
@@ -264,20 +281,41 @@ class _Survey:
     error: ScanError | None = None
 
 
-def _survey_file(task: tuple[str, str, str | None, bool]) -> _Survey:
-    """Worker: read one file, run both byte filters, read its exports with ``ast``."""
-    abspath, relpath, root, use_filter = task
+def _survey_file(task: tuple[str, str, str | None, bool, bool]) -> _Survey:
+    """Worker: read one file, run both byte filters, read its exports with ``ast``.
+
+    With ``shortcuts``, a file that passes the site filter is parsed with ``ast`` here, once
+    for both questions: what it exports, and whether any call in it could be a site at all
+    (:func:`envdoctor.scan_prune.candidate_names` without the package's re-exports, so a
+    superset); most files that pass the byte filter have none and never reach phase 2. A
+    file that ``ast`` cannot read or that fails the bounds of :mod:`envdoctor.untrusted`
+    still goes on, to be reported (or parsed by libcst) as before.
+    """
+    abspath, relpath, root, use_filter, shortcuts = task
     try:
         data = Path(abspath).read_bytes()
     except OSError as exc:
         return _Survey(abspath, relpath, 0, False, "", None, (), ScanError(relpath, f"unreadable: {exc.strerror}"))
     # A file that is not UTF-8 is reported as an error whether or not it passes the filter.
-    parse = not use_filter or might_contain_site(data) or not bytes_are_utf8(data)
+    site = not use_filter or might_contain_site(data)
+    utf8 = bytes_are_utf8(data)
+    parse = site or not utf8
     export = not use_filter or might_export_loader(data)
     if not (parse or export):
         return _Survey(abspath, relpath, len(data), False, "", None, ())  # most files: no path lookups
     module, package = module_of_file(Path(abspath), Path(root) if root else None)
-    exports = exports_of_source(data, module, package) if export else {}
+    tree = None
+    if site and utf8 and shortcuts:
+        problem, tree, nodes = parsed_source_problem(data.decode("utf-8"))
+        if problem is None and tree is not None and not candidate_names(tree, LOADER_METHODS, VLLM_NAMES,
+                                                                        nodes=nodes):
+            parse = False  # no call can resolve to a loader, whatever the package re-exports
+    if not export:
+        exports: dict[str, str] = {}
+    elif tree is not None:
+        exports = exports_of_tree(tree, module, package)
+    else:
+        exports = exports_of_source(data, module, package)
     return _Survey(abspath, relpath, len(data), parse, module, package, tuple(sorted(exports.items())))
 
 
@@ -305,8 +343,9 @@ class TrustRemoteCodeScanner:
     """Scans files and folders for model-loading calls.
 
     Two passes: every file is read once and run through the byte filters (the files that
-    import a loader name also tell, with ``ast``, what they re-export); then libcst parses
-    the files that may hold a site, resolving names across the scanned modules.
+    import a loader name also tell, with ``ast``, what they re-export, and those that pass
+    the site filter whether a call in them can be a site, see :func:`_survey_file`); then
+    libcst parses the files that may hold a site, resolving names across the scanned modules.
     ``jobs`` > 1 runs both passes in that many worker processes (libcst is CPU-bound).
     ``use_filter=False`` reads every file past the byte filter, and ``shortcuts=False``
     resolves names in every whole file with libcst (see :func:`scan_source`): slower, with
@@ -335,7 +374,7 @@ class TrustRemoteCodeScanner:
         for path in paths:
             root = Path(path)
             scope = None if root.is_file() else str(root)
-            tasks.extend((a, r, scope, self.use_filter) for a, r in self.python_files(root))
+            tasks.extend((a, r, scope, self.use_filter, self.shortcuts) for a, r in self.python_files(root))
         with self._pool(len(tasks)) as pool:
             surveys = list(self._map(pool, _survey_file, tasks))
             exports = ExportTable.build({s.module: dict(s.exports) for s in surveys if s.exports})

@@ -92,6 +92,11 @@ def exports_of_source(data: bytes, module: str, package: str | None) -> dict[str
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
+    return exports_of_tree(tree, module, package)
+
+
+def exports_of_tree(tree: ast.Module, module: str, package: str | None) -> dict[str, str]:
+    """:func:`exports_of_source` of a file ``ast`` has parsed already."""
     bound: dict[str, str] = {}
     for node in _statements(tree.body):
         if isinstance(node, ast.ImportFrom):

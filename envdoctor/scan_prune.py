@@ -11,10 +11,11 @@ before libcst sees a file, ``ast`` answers two questions:
    candidate, no libcst at all.
 2. Which statements can change what those leftmost names mean (and, for an alias, what
    the imported name it is assigned from means)? Only those that mention them (bindings,
-   ``global``, the calls themselves) and the imports. Every other statement
-   that fills its lines alone is replaced by ``pass`` (a docstring, an assignment, a whole
-   def or class that never mentions them...), keeping every other line and column where it
-   was, so libcst resolves the same names at the same positions in a much smaller tree.
+   ``global``, the calls themselves) and the imports that bind them. Every other statement
+   that fills its lines alone is replaced (a docstring, an assignment, an unrelated import,
+   a whole def or class that never mentions them...), a run of them by one ``pass`` or one
+   empty string over their lines, keeping every other line and column where it was, so
+   libcst resolves the same names at the same positions in a much smaller tree.
 
 Both are shortcuts the scanner can turn off (``shortcuts=False``); the tests and the
 benchmark check that the findings are the same either way.
@@ -23,9 +24,9 @@ benchmark check that the findings are the same either way.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
-#: Statements that may be replaced by ``pass``: they bind no name that the scope of a kept
+#: Statements that may be replaced (imports too, when they bind none of the names): they bind no name that the scope of a kept
 #: name depends on unless a line of theirs mentions it (which keeps them; see _kept_lines).
 _REPLACEABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise, ast.Assert,
                 ast.Delete, ast.Pass, ast.Break, ast.Continue, ast.FunctionDef, ast.AsyncFunctionDef,
@@ -35,7 +36,7 @@ _REPLACEABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, 
 
 def candidate_names(
     tree: ast.AST, attributes: Collection[str], entry_points: Collection[str],
-    may_load: Callable[[str], bool] | None = None,
+    may_load: Callable[[str], bool] | None = None, nodes: Iterable[ast.AST] | None = None,
 ) -> set[str]:
     """Leftmost names of the calls that might resolve to a loader, and what their aliases name.
 
@@ -49,7 +50,8 @@ def candidate_names(
     ``may_load(dotted)`` (given the callee as imported, e.g. ``.model_config.ModelConfig`` or
     ``transformers.AutoConfig.from_pretrained``) says whether a name can resolve to a loader
     at all; a call whose every import says no is no candidate (sglang's own ``ModelConfig``
-    shares vLLM's class name and is imported by hundreds of files).
+    shares vLLM's class name and is imported by hundreds of files). ``nodes``: every node of
+    ``tree``, when the caller has walked it already.
     """
     imported: dict[str, str] = {}
     #: Name -> the dotted names its imports bind it to (relative ones start with dots).
@@ -59,7 +61,7 @@ def candidate_names(
     #: Alias name -> (leftmost name, ``.b.c``) of each such value, for ``may_load``.
     alias_paths: dict[str, list[tuple[str, str]]] = {}
     funcs: list[ast.expr] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(tree) if nodes is None else nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -133,12 +135,28 @@ def _leftmost_and_last(value: ast.expr) -> tuple[str, str | None] | None:
     return value.id, last
 
 
+def _import_matters(node: ast.Import | ast.ImportFrom, names: Collection[str]) -> bool:
+    """Whether an import can change what one of `names` means: it binds one of them (``import
+    a.b`` binds ``a``; libcst also records ``a.b``, which only an import of ``a`` can), it is
+    a star import, or a ``__future__`` import (kept first in the module, as Python wants)."""
+    if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        return True
+    for alias in node.names:
+        if alias.name == "*":
+            return True
+        bound = alias.asname or (alias.name.split(".")[0] if isinstance(node, ast.Import) else alias.name)
+        if bound in names:
+            return True
+    return False
+
+
 def _kept_lines(tree: ast.AST, names: Collection[str]) -> set[int]:
-    """Lines that mention one of `names` (binding, use, declaration) or import anything."""
+    """Lines that mention one of `names` (binding, use, declaration, an import that binds one)."""
     keep: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            keep.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+            if _import_matters(node, names):
+                keep.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
         elif isinstance(node, ast.Name):
             if node.id in names:
                 keep.add(node.lineno)
@@ -160,40 +178,81 @@ def _kept_lines(tree: ast.AST, names: Collection[str]) -> set[int]:
     return keep
 
 
-def prune_source(text: str, tree: ast.AST, names: Collection[str]) -> str | None:
-    """`text` with every statement that cannot matter to `names` replaced by ``pass``.
+def _statement_lists(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The lists of statements directly inside a compound statement (bodies, else, handlers, cases)."""
+    found = [value for field in ("body", "orelse", "finalbody")
+             if isinstance(value := getattr(node, field, None), list) and value]
+    found.extend(handler.body for handler in getattr(node, "handlers", None) or ())
+    found.extend(case.body for case in getattr(node, "cases", None) or ())
+    return found
 
-    A statement matters when a line of it mentions one of `names` or imports something;
-    a def, class or block that does not is replaced whole. Line numbers and the columns
-    of every kept line are unchanged. None when the text has line breaks that ``ast`` and
-    a plain split could count differently.
+
+def prune_source(text: str, tree: ast.Module, names: Collection[str]) -> str | None:
+    """`text` with every statement that cannot matter to `names` replaced.
+
+    A statement matters when a line of it mentions one of `names` or is an import that binds
+    one (see :func:`_import_matters`); a def, class or block that does not is replaced whole.
+    Consecutive sibling statements that do not matter become one statement (with the
+    comments and blank lines between them): ``pass`` on one line, or an empty triple-quoted
+    string over several, so libcst sees one node where there were hundreds of lines (its
+    resolution costs per node, blank lines included). Line numbers and the columns of every
+    kept line are unchanged. None when the text has line breaks that ``ast`` and a plain
+    split could count differently.
     """
     if "\r" in text.replace("\r\n", ""):
         return None  # old Mac line ends: line numbers would not match ast's
     lines = text.split("\n")
     keep = _kept_lines(tree, names)
-    replaced: set[int] = set()
-    # ast.walk goes outside-in, so a whole def is replaced before its inner statements are seen.
-    for node in ast.walk(tree):
-        if not isinstance(node, _REPLACEABLE) or node.end_lineno is None or node.end_col_offset is None:
-            continue
+
+    def span(node: ast.stmt) -> tuple[int, int, str] | None:
+        """(first line, last line, indent) of a statement that may be replaced, else None."""
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if _import_matters(node, names):
+                return None
+        elif not isinstance(node, _REPLACEABLE):
+            return None
+        if node.end_lineno is None or node.end_col_offset is None:
+            return None
         decorators = getattr(node, "decorator_list", None)
         first = min([node.lineno] + [d.lineno for d in decorators or ()])
         last = node.end_lineno
-        if first in replaced or any(line in keep for line in range(first, last + 1)):
-            continue
+        if any(line in keep for line in range(first, last + 1)):
+            return None
         line = lines[first - 1].encode("utf-8")
         if decorators:
             indent = line[: len(line) - len(line.lstrip())]
             if not line.lstrip().startswith(b"@"):
-                continue
+                return None
         else:
             indent = line[: node.col_offset]
         tail = lines[last - 1].encode("utf-8")[node.end_col_offset :].strip()
         if indent.strip() or (tail and not tail.startswith(b"#")):
-            continue  # shares a line with other code (`a; b`, `if x: y`): leave it
+            return None  # shares a line with other code (`a; b`, `if x: y`): leave it
+        return first, last, indent.decode("utf-8")
+
+    def replace(run: list[tuple[int, int, str]]) -> None:
+        first, last, indent = run[0][0], run[-1][1], run[0][2]
         for index in range(first - 1, last):
             ending = "\r" if lines[index].endswith("\r") else ""
-            lines[index] = (indent.decode("utf-8") + "pass" if index == first - 1 else "") + ending
-        replaced.update(range(first, last + 1))
+            if first == last:
+                lines[index] = indent + "pass" + ending
+            else:  # one string token over the lines: positions below stay, one node for libcst
+                lines[index] = (indent + '"""' if index == first - 1 else '"""' if index == last - 1 else "") + ending
+
+    def prune(body: list[ast.stmt]) -> None:
+        run: list[tuple[int, int, str]] = []
+        for node in body:
+            found = span(node)
+            if found is not None:
+                run.append(found)
+                continue
+            if run:
+                replace(run)
+                run = []
+            for inner in _statement_lists(node):
+                prune(inner)
+        if run:
+            replace(run)
+
+    prune(tree.body)
     return "\n".join(lines)

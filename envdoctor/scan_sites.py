@@ -25,10 +25,11 @@ from envdoctor.scan import (
     EXPLICIT_FALSE,
     KEYWORD,
     KWARGS,
+    LOADER_METHODS,
     MISSING,
     OK,
     PARAMETERIZED,
-    VLLM_CALLEES,
+    VLLM_NAMES,
     ScanError,
     Site,
     canonical_callee,
@@ -38,9 +39,7 @@ from envdoctor.scan_prune import candidate_names, prune_source
 from envdoctor.untrusted import parsed_source_problem
 
 #: Last names of the vLLM entry points, for the quick look before names are resolved.
-_VLLM_NAMES = frozenset(name.rsplit(".", 1)[1] for name in VLLM_CALLEES)
-#: Methods of the transformers Auto classes that load a model's code.
-LOADER_METHODS = frozenset({"from_pretrained", "from_config"})
+_VLLM_NAMES = VLLM_NAMES
 #: Last attributes of a call that can be a site: ``X.from_pretrained``, ``vllm.LLM``.
 _LOADER_ATTRIBUTES = _VLLM_NAMES | LOADER_METHODS
 
@@ -302,17 +301,18 @@ def _may_load(package: str | None, exports: ExportTable | None) -> Callable[[str
 
 
 def _pruned_module(
-    text: str, package: str | None = None, exports: ExportTable | None = None, tree: ast.Module | None = None
+    text: str, package: str | None = None, exports: ExportTable | None = None, tree: ast.Module | None = None,
+    nodes: list[ast.AST] | None = None,
 ) -> cst.Module | object | None:
     """The pruned module to resolve (see :mod:`envdoctor.scan_prune`), _NO_CANDIDATES when
     no call can be a site, or None when the shortcut does not apply (ast cannot read it).
-    ``tree`` is ``ast``'s tree of ``text`` when the caller has it already."""
+    ``tree`` is ``ast``'s tree of ``text`` (and ``nodes`` all of its nodes) when the caller has it already."""
     if tree is None:
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None  # maybe syntax newer than this interpreter's: let libcst decide
-    names = candidate_names(tree, LOADER_METHODS, _VLLM_NAMES, _may_load(package, exports))
+    names = candidate_names(tree, LOADER_METHODS, _VLLM_NAMES, _may_load(package, exports), nodes=nodes)
     if not names:
         return _NO_CANDIDATES
     pruned = prune_source(text, tree, names)
@@ -329,10 +329,10 @@ def sites_in_text(
     exports: ExportTable | None = None,
 ) -> tuple[list[Site], ScanError | None]:
     """:func:`envdoctor.scan.scan_source` once ``source`` decoded as UTF-8 to ``text``."""
-    problem, tree = parsed_source_problem(text)  # libcst recurses per level: bound the nesting first
+    problem, tree, nodes = parsed_source_problem(text)  # libcst recurses per level: bound the nesting first
     if problem:
         return [], ScanError(path, problem)
-    pruned = _pruned_module(text, package, exports, tree) if shortcuts and tree is not None else None
+    pruned = _pruned_module(text, package, exports, tree, nodes) if shortcuts and tree is not None else None
     if pruned is _NO_CANDIDATES:
         return [], None
     if isinstance(pruned, cst.Module):

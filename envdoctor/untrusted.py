@@ -23,6 +23,7 @@ import ast
 import io
 import re
 import tokenize
+from typing import NamedTuple
 
 #: Characters of one source file; model code above 512 KB is not even shipped by the probe.
 MAX_SOURCE_CHARS = 8 * 1024 * 1024
@@ -43,33 +44,44 @@ def source_problem(source: str, *, max_chars: int = MAX_SOURCE_CHARS, max_depth:
     return parsed_source_problem(source, max_chars=max_chars, max_depth=max_depth)[0]
 
 
+class ParsedSource(NamedTuple):
+    """What :func:`parsed_source_problem` found: the problem (None when libcst may parse),
+    ``ast``'s tree (None when ``ast`` could not parse) and every node of it in the order
+    ``ast.walk`` gives, so a caller that reads the tree too neither parses nor walks it again."""
+
+    problem: str | None
+    tree: ast.Module | None
+    nodes: list[ast.AST]
+
+
 def parsed_source_problem(
     source: str, *, max_chars: int = MAX_SOURCE_CHARS, max_depth: int = MAX_DEPTH
-) -> tuple[str | None, ast.Module | None]:
-    """:func:`source_problem`, with the ``ast`` tree it parsed (None when ``ast`` could not),
-    so a caller that reads the tree too does not parse the file twice."""
+) -> ParsedSource:
+    """:func:`source_problem`, with the tree and nodes it read (see :class:`ParsedSource`)."""
     if len(source) > max_chars:
-        return f"larger than {max_chars} characters; not parsed", None
+        return ParsedSource(f"larger than {max_chars} characters; not parsed", None, [])
     try:
         tree = ast.parse(source)
     except (RecursionError, MemoryError):
-        return "nested too deeply to parse safely; not parsed", None
+        return ParsedSource("nested too deeply to parse safely; not parsed", None, [])
     except (SyntaxError, ValueError):
         # libcst reports the syntax error itself, once the tokens look safe
-        return token_problem(source, full=True), None
-    depth, strings = _depth_and_strings(tree)
+        return ParsedSource(token_problem(source, full=True), None, [])
+    depth, nodes, strings = _walk(tree)
     if depth > max_depth:
-        return f"nested {depth} levels deep (more than {max_depth}); not parsed", tree
+        return ParsedSource(f"nested {depth} levels deep (more than {max_depth}); not parsed", tree, nodes)
     if not _string_run_possible(source, strings):
-        return None, tree  # tokenizing (the slow part) could not find a long run of strings
-    return token_problem(source, full=False), tree
+        return ParsedSource(None, tree, nodes)  # tokenizing (the slow part) could not find a long run
+    return ParsedSource(token_problem(source, full=False), tree, nodes)
 
 
-def _depth_and_strings(tree: ast.AST) -> tuple[int, list[ast.expr]]:
-    """The depth of an ast tree (level by level, no recursion) and its string expressions."""
-    depth, level, strings = 0, [tree], []
+def _walk(tree: ast.AST) -> tuple[int, list[ast.AST], list[ast.expr]]:
+    """The depth of an ast tree (level by level, no recursion), its nodes breadth first (as
+    ``ast.walk`` yields them) and its string expressions."""
+    depth, level, nodes, strings = 0, [tree], [], []
     while level:
         depth += 1
+        nodes.extend(level)
         below: list[ast.AST] = []
         for node in level:
             if isinstance(node, ast.JoinedStr) or (
@@ -78,7 +90,7 @@ def _depth_and_strings(tree: ast.AST) -> tuple[int, list[ast.expr]]:
                 strings.append(node)
             below.extend(ast.iter_child_nodes(node))
         level = below
-    return depth, strings
+    return depth, nodes, strings
 
 
 _LINE_END = re.compile(r"\r\n|\r|\n")

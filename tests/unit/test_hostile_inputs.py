@@ -51,6 +51,17 @@ def test_ordinary_code_passes_the_bound():
     assert collect_imports("m.py", "import os\nfrom a import b\n")[1].module == "a"
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_string_runs_are_bounded_exactly_when_the_tokenizer_is_skipped(ending):
+    """201 adjacent strings over many lines are refused, 200 are not, nor 300 separate strings (tokenizing is skipped)."""
+    def run(count: int) -> str:
+        return ("x = (\n" + "".join(f'    "s{i}"  # {i}\n' for i in range(count)) + ")\n").replace("\n", ending)
+
+    assert "adjacent string literals" in (source_problem(run(201)) or "")
+    assert source_problem(run(200)) is None
+    assert source_problem("".join(f'x{i} = "s{i}"{ending}' for i in range(300))) is None
+
+
 def test_deep_source_through_the_scanner_cli_exits_without_a_crash(tmp_path):
     """`envdoctor scan` on a 20,000-deep file reports it as unscannable instead of dying with SIGSEGV."""
     bad = tmp_path / "bad.py"

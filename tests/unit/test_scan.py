@@ -494,6 +494,20 @@ def test_filtered_parallel_and_full_scans_agree(tree):
         assert report.parsed < reference.parsed or not scanner.use_filter
 
 
+def test_files_without_a_candidate_call_never_reach_libcst(tmp_path):
+    """A file past the byte filter with no call that can be a site is settled by ast alone; a deep one is still an error."""
+    (tmp_path / "typed.py").write_text("from vllm.config import ModelConfig\ndef f(c: ModelConfig) -> None:\n    pass\n")
+    (tmp_path / "deep.py").write_text("from vllm import LLM\nx = " + "(" * 300 + "1" + ")" * 300 + "\n")
+    (tmp_path / "site.py").write_text("from vllm import LLM\nLLM(p)\n")
+    assert all(might_contain_site(path.read_bytes()) for path in tmp_path.iterdir())
+    report = TrustRemoteCodeScanner().scan([tmp_path])
+    assert report.files == 3 and report.parsed == 2  # site.py, and deep.py to report it
+    assert [(s.path, s.callee) for s in report.sites] == [("site.py", "vllm.LLM")]
+    assert [e.path for e in report.errors] == ["deep.py"] and "not parsed" in report.errors[0].message
+    reference = TrustRemoteCodeScanner(use_filter=False, shortcuts=False).scan([tmp_path])
+    assert reference.parsed == 3 and (report.sites, report.errors) == (reference.sites, reference.errors)
+
+
 PRUNABLE = """\
 \"\"\"Module docstring
 over two lines.\"\"\"
@@ -538,6 +552,58 @@ def test_prune_keeps_what_resolution_needs_and_every_position():
     (site,), _ = scan_source(pruned.encode(), "p.py")
     (original,), _ = scan_source(PRUNABLE.encode(), "p.py", shortcuts=False)
     assert site == original and (site.line, site.column) == (11, 11)
+
+
+IMPORTS_AND_RUNS = """\
+from __future__ import annotations
+import os
+from typing import (
+    Any,
+    Optional,
+)
+from helpers import *
+import transformers.models.auto
+
+
+class Unrelated:
+    \"\"\"A class that never names the loader.\"\"\"
+
+    def a(self):
+        return os.getcwd()
+
+    def b(self) -> Optional[Any]:
+        return None
+
+
+def load(path):
+    import json
+    return transformers.models.auto.AutoTokenizer.from_pretrained(path)  # loads
+"""
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_prune_drops_unrelated_imports_and_merges_runs(ending):
+    """Imports that bind no candidate name go (a star or __future__ import stays); a run of unrelated
+    statements becomes one node over the same lines; the site keeps its line and column (LF and CRLF)."""
+    import ast
+
+    from envdoctor.scan_prune import candidate_names, prune_source
+
+    source = IMPORTS_AND_RUNS.replace("\n", ending)
+    tree = ast.parse(source)
+    names = candidate_names(tree, {"from_pretrained"}, {"LLM"})
+    assert names == {"transformers"}
+    before, after = source.split("\n"), prune_source(source, tree, names).split("\n")
+    assert len(after) == len(before)
+    assert after[0] == before[0] and after[6:8] == before[6:8]  # __future__, star, the binding import
+    assert after[1:6] == ['"""' + ending.strip("\n"), *[ending.strip("\n")] * 3, '"""' + ending.strip("\n")]  # two imports
+    cr = ending.strip("\n")
+    assert after[10:18] == ['"""' + cr, *[cr] * 6, '"""' + cr]  # a whole class that never names it: one string
+    assert after[21] == "    pass" + cr  # `import json` binds nothing asked for
+    assert after[22] == before[22]
+    (site,), error = scan_source(source.encode(), "m.py")
+    assert error is None and (site.line, site.column) == (23, 11)
+    assert scan_source(source.encode(), "m.py", shortcuts=False) == ([site], None)
 
 
 def test_prune_is_skipped_without_candidates():
