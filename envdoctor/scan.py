@@ -26,10 +26,9 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envdoctor.probe.sources import compile_site_filter, bytes_are_utf8, bytes_might_hold_site
 from envdoctor.scan_exports import ExportTable as ExportTable  # re-exported: callers import it from here
@@ -38,6 +37,9 @@ from envdoctor.scan_exports import module_of_relative_path as module_of_relative
 from envdoctor.scan_exports import resolve_relative as resolve_relative
 from envdoctor.scan_prune import candidate_names
 from envdoctor.untrusted import parsed_source_problem
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 # States of a site, as the JSON contract names them.
 OK, EXPLICIT_FALSE, PARAMETERIZED, KWARGS, MISSING = "ok", "explicit-false", "parameterized", "kwargs", "missing"
@@ -386,9 +388,11 @@ class TrustRemoteCodeScanner:
     def _pool(self, count: int) -> Any:
         if self.jobs <= 1 or count < 2:
             return contextlib.nullcontext(None)
+        from concurrent.futures import ProcessPoolExecutor  # (multiprocessing: 15 ms of start-up)
+
         return ProcessPoolExecutor(max_workers=self.jobs)
 
-    def _map(self, pool: ProcessPoolExecutor | None, func: Any, tasks: Sequence[Any]) -> Iterable[Any]:
+    def _map(self, pool: Executor | None, func: Any, tasks: Sequence[Any]) -> Iterable[Any]:
         if pool is None:
             return map(func, tasks)
         # Small chunks: the few files that pass the filter cost nearly all the time, and
