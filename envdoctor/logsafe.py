@@ -76,6 +76,14 @@ def redact_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> M
 
 #: The verbosity configure_logging was given; structlog itself is set up at the first log call.
 _requested: dict[str, int] = {}
+#: The verbosity of this run once the CLI configured it (absent: a library caller's own setup).
+_verbosity: dict[str, int] = {}
+#: Calls that print nothing without -v: they need neither structlog nor their arguments.
+_QUIET_WITHOUT_V = frozenset({"debug", "info"})
+
+
+def _ignore(*_args: Any, **_kwargs: Any) -> None:
+    return None
 
 
 class LazyLogger:
@@ -90,6 +98,8 @@ class LazyLogger:
 
     def __getattr__(self, attribute: str) -> Any:
         if self._logger is None:
+            if attribute in _QUIET_WITHOUT_V and _verbosity.get("level", 1) <= 0:
+                return _ignore  # filtered out anyway: a fleet run logs an info line per host
             self._logger = _structlog().get_logger(self._name)
         return getattr(self._logger, attribute)
 
@@ -109,6 +119,7 @@ def _structlog() -> Any:
 
 def configure_logging(verbosity: int) -> None:
     _requested["verbosity"] = verbosity
+    _verbosity["level"] = verbosity
     if "structlog" in sys.modules:  # already in use: apply now
         _structlog()
     _configure_stdlib(verbosity)
