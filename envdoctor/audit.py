@@ -9,9 +9,9 @@ from foreign changes and from patches that a reinstall took away.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -264,6 +264,8 @@ async def run_audit(
     specs: Sequence[HostSpec], settings: FleetSettings, auditor: RecordAuditor, progress: Progress | None = None
 ) -> AuditReport:
     """Audit every host concurrently; an unreachable host becomes a problem, never an exception."""
+    import asyncio
+
     limit = asyncio.Semaphore(max(1, settings.parallel))
 
     async def one(spec: HostSpec) -> HostAudit:
@@ -273,17 +275,48 @@ async def run_audit(
                     async with open_transport(spec, settings) as transport:
                         result = await auditor.audit(transport, spec)
             except TimeoutError:
-                result = HostAudit(spec.name, spec.destination, problem=f"did not finish within {settings.timeout:g}s")
-            except EnvdoctorError as exc:
-                log.info("audit_failed", host=spec.name, error=str(exc))
-                problem = problem_from_error(exc)
-                result = HostAudit(spec.name, spec.destination, problem=problem.message, hint=problem.hint)
+                result = _timed_out(spec, settings)
             except Exception as exc:  # a hostile answer must not end the audit of the other hosts
-                log.exception("audit_crashed", host=spec.name)
-                result = HostAudit(spec.name, spec.destination,
-                                   problem=f"envdoctor could not handle this host's answer: {type(exc).__name__}: {exc}")
+                result = _failed(spec, exc)
             if progress:
                 progress(spec.name, "done" if result.ok else "problems")
             return result
 
     return AuditReport(tuple(await asyncio.gather(*(one(s) for s in specs))))
+
+
+def audit_here(specs: Sequence[HostSpec], settings: FleetSettings, auditor: RecordAuditor,
+               progress: Progress | None = None) -> AuditReport:
+    """``audit`` of this machine (every spec local) without an event loop, as
+    :func:`envdoctor.fleet.check_here` checks it: the same coroutine, driven to its end."""
+    from envdoctor.transport.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
+
+    results = []
+    for spec in specs:
+        deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
+        try:
+            result = drive(auditor.audit(BlockingLocalTransport(spec.name, deadline), spec))
+        except DeadlineExceeded:
+            result = _timed_out(spec, settings)
+        except Suspended:
+            raise  # envdoctor's own bug, not the host's: loud
+        except Exception as exc:
+            result = _failed(spec, exc)
+        if progress:
+            progress(spec.name, "done" if result.ok else "problems")
+        results.append(result)
+    return AuditReport(tuple(results))
+
+
+def _timed_out(spec: HostSpec, settings: FleetSettings) -> HostAudit:
+    return HostAudit(spec.name, spec.destination, problem=f"did not finish within {settings.timeout:g}s")
+
+
+def _failed(spec: HostSpec, exc: Exception) -> HostAudit:
+    if isinstance(exc, EnvdoctorError):
+        log.info("audit_failed", host=spec.name, error=str(exc))
+        problem = problem_from_error(exc)
+        return HostAudit(spec.name, spec.destination, problem=problem.message, hint=problem.hint)
+    log.exception("audit_crashed", host=spec.name)
+    return HostAudit(spec.name, spec.destination,
+                     problem=f"envdoctor could not handle this host's answer: {type(exc).__name__}: {exc}")

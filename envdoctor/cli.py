@@ -647,14 +647,17 @@ def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **op
       envdoctor audit ct200 --venv /root/venv_sglang211
       envdoctor audit gpu-fleet --format json --output audit.json
     """
-    import asyncio
-
-    from envdoctor.audit import RecordAuditor, run_audit
+    from envdoctor.audit import RecordAuditor, audit_here, run_audit
     from envdoctor.report.audit_report import render as render_audit
 
     selection = select_hosts(hosts, **opts)
     with ProgressLine(len(selection.specs)) as progress:
-        report = asyncio.run(run_audit(selection.specs, selection.settings, RecordAuditor(full=full), progress))
+        if all(spec.ssh is None for spec in selection.specs):  # this machine: no event loop (start-up)
+            report = audit_here(selection.specs, selection.settings, RecordAuditor(full=full), progress)
+        else:
+            import asyncio
+
+            report = asyncio.run(run_audit(selection.specs, selection.settings, RecordAuditor(full=full), progress))
     color = fmt == "text" and output is None and sys.stdout.isatty()
     bad = sum(1 for h in report.hosts if not h.ok)
     emit(render_audit(report, fmt, color=color), output, f"{bad} host(s) with differences" if bad else "all OK")

@@ -135,3 +135,30 @@ def test_check_local_gives_the_asyncio_report_without_asyncio(tmp_path):
     assert not imported
     assert status == status_async
     assert results(report) == results(report_async) and len(results(report)) > 10
+
+
+def test_audit_here_reports_what_the_asyncio_audit_reports(tmp_path):
+    """A local audit without an event loop gives the asyncio path's report: a changed file, a
+    missing one and an intact one, each in the same state."""
+    from envdoctor.audit import RecordAuditor, audit_here, run_audit
+    from envdoctor.fleet import FleetSettings
+    from envdoctor.inventory import HostSpec
+    from envdoctor.report.audit_report import render
+    from tests.unit.test_audit import write_dist
+
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    files = [("pkg/__init__.py", b"x = 1\n", "b64"), ("pkg/gone.py", b"y = 2\n", "b64"), ("pkg/ok.py", b"z = 3\n", "b64")]
+    write_dist(site, "pkg", "1.0", files)
+    (site / "pkg").mkdir()
+    (site / "pkg" / "__init__.py").write_bytes(b"x = 'changed'\n")
+    (site / "pkg" / "ok.py").write_bytes(b"z = 3\n")
+    specs = [HostSpec("local", None, venv=str(prefix))]
+    settings = FleetSettings(timeout=120)
+
+    blocking = json.loads(render(audit_here(specs, settings, RecordAuditor(full=True)), "json"))
+    expected = json.loads(render(asyncio.run(run_audit(specs, settings, RecordAuditor(full=True))), "json"))
+    states = {os.path.relpath(f["path"], site): f["state"] for h in blocking["hosts"] for f in h["files"]}
+    assert states == {"pkg/__init__.py": "modified", "pkg/gone.py": "missing"}
+    assert [h["files"] for h in blocking["hosts"]] == [h["files"] for h in expected["hosts"]]
