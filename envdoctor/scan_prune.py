@@ -60,6 +60,9 @@ def candidate_names(
     aliases: dict[str, list[tuple[str, str | None]]] = {}
     #: Alias name -> (leftmost name, ``.b.c``) of each such value, for ``may_load``.
     alias_paths: dict[str, list[tuple[str, str]]] = {}
+    #: Names bound by an assignment: libcst's qualified name for them is the name itself
+    #: (``transformers = pytest.importorskip("transformers")`` then ``transformers.AutoModel...``).
+    assigned: set[str] = set()
     funcs: list[ast.expr] = []
     for node in ast.walk(tree) if nodes is None else nodes:
         if isinstance(node, ast.Import):
@@ -80,11 +83,15 @@ def candidate_names(
                     bound_to.setdefault(alias.asname or alias.name, []).append(joined)
         elif isinstance(node, ast.Call):
             funcs.append(node.func)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], _leftmost_and_last(node.value)
-            if isinstance(target, ast.Name) and value is not None:
-                aliases.setdefault(target.id, []).append(value)
-                alias_paths.setdefault(target.id, []).append((value[0], _attributes(node.value)))
+        elif isinstance(node, ast.Assign):
+            assigned.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            if len(node.targets) == 1:
+                target, value = node.targets[0], _leftmost_and_last(node.value)
+                if isinstance(target, ast.Name) and value is not None:
+                    aliases.setdefault(target.id, []).append(value)
+                    alias_paths.setdefault(target.id, []).append((value[0], _attributes(node.value)))
+        elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+            assigned.add(node.target.id)
     names: set[str] = set()
     for func in funcs:
         leftmost = func
@@ -106,6 +113,10 @@ def candidate_names(
                 if not any(may_load(full + path + rest) for left, path in alias_paths.get(leftmost.id, ())
                            for full in bound_to.get(left, ())):
                     continue
+        if not meanings and leftmost.id in assigned and leftmost.id not in imported:
+            # Assigned, not imported: it stands for itself, as libcst resolves it.
+            if may_load is None or may_load(leftmost.id + _attributes(func)):
+                meanings = [(leftmost.id, leftmost.id)]
         for source, target in meanings:
             if isinstance(func, ast.Attribute):
                 wanted = func.attr in attributes or func.attr in entry_points

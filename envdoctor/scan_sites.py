@@ -178,6 +178,12 @@ class _CandidateFinder(cst.CSTVisitor):
         #: Name assigned alone from ``a`` or ``a.b.c`` -> (``a``, ``c`` or None), per assignment.
         self.aliases: dict[str, list[tuple[str, str | None]]] = {}
         self.calls: list[cst.BaseExpression] = []
+        #: Names bound by an assignment (QualifiedNameProvider names them as themselves).
+        self.assigned: set[str] = set()
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and isinstance(node.target, cst.Name):
+            self.assigned.add(node.target.value)
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -198,6 +204,9 @@ class _CandidateFinder(cst.CSTVisitor):
                 self.imported[bound.value] = name
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        # A name bound by an assignment resolves to itself (`transformers =
+        # pytest.importorskip("transformers")`, then `transformers.AutoModel.from_config(...)`).
+        self.assigned.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
         target = node.targets[0].target if len(node.targets) == 1 else None
         if not isinstance(target, cst.Name):
             return
@@ -220,7 +229,7 @@ class _CandidateFinder(cst.CSTVisitor):
         if isinstance(func, cst.Attribute):
             if func.attr.value not in _LOADER_ATTRIBUTES:
                 return False
-            return leftmost.value in self.imported or any(
+            return leftmost.value in self.imported or leftmost.value in self.assigned or any(
                 source in self.imported for source, _ in self.aliases.get(leftmost.value, ())
             )
         if leftmost.value in self.imported:

@@ -694,3 +694,22 @@ def test_a_class_that_only_shares_a_vllm_name_is_no_candidate():
     vllm = "from vllm.config import ModelConfig\nconfig = ModelConfig(path)\n"
     assert _pruned_module(vllm, "mylib") is not _NO_CANDIDATES
     assert sites_of(vllm, package="mylib") == [(2, "vllm.config.ModelConfig", "missing")]
+
+
+def test_a_module_bound_by_assignment_is_found_with_and_without_shortcuts():
+    """`transformers = pytest.importorskip("transformers")` then `transformers.AutoModel.from_config`:
+    libcst names the call as written, and the ast shortcuts (and their pruning) find it too
+    (sglang's test_gemma4_unified_layerwise_offload.py, missed before)."""
+    found = sites_of("""
+        import pytest
+
+        transformers = pytest.importorskip("transformers")
+        helper = object()
+
+
+        def test_it(config):
+            model = transformers.AutoModel.from_config(config)
+            tok = transformers.AutoTokenizer.from_pretrained("m", trust_remote_code=True)
+            other = helper.from_pretrained("x")
+    """)
+    assert found == [(9, "transformers.AutoModel.from_config", "missing"), (10, TOK, "ok")]
