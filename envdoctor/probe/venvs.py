@@ -266,4 +266,9 @@ def venvs_section(args, emit):
             dist["requires"] = []
         envs.append(env)
     default = finish_inspection(*default_job, timeout=timeout) if default_job else None
+    if default and default.get("prefix"):
+        # The default interpreter reported on itself: its environment read from files as well
+        # would only repeat it with less (often the largest part of the answer).
+        own = os.path.realpath(default["prefix"])
+        envs = [e for e in envs if not (e.get("static") and os.path.realpath(e["prefix"]) == own)]
     return {"configured": configured, "discovered": discovered, "envs": envs, "default": default}
