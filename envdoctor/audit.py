@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -289,22 +288,10 @@ def audit_here(specs: Sequence[HostSpec], settings: FleetSettings, auditor: Reco
                progress: Progress | None = None) -> AuditReport:
     """``audit`` of this machine (every spec local) without an event loop, as
     :func:`envdoctor.fleet.check_here` checks it: the same coroutine, driven to its end."""
-    from envdoctor.transport.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
+    from envdoctor.transport.blocking import drive_each
 
-    results = []
-    for spec in specs:
-        deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
-        try:
-            result = drive(auditor.audit(BlockingLocalTransport(spec.name, deadline), spec))
-        except DeadlineExceeded:
-            result = _timed_out(spec, settings)
-        except Suspended:
-            raise  # envdoctor's own bug, not the host's: loud
-        except Exception as exc:
-            result = _failed(spec, exc)
-        if progress:
-            progress(spec.name, "done" if result.ok else "problems")
-        results.append(result)
+    results = drive_each(specs, settings.timeout, lambda spec, transport: auditor.audit(transport, spec),
+                         timed_out=lambda spec: _timed_out(spec, settings), failed=_failed, progress=progress)
     return AuditReport(tuple(results))
 
 

@@ -8,7 +8,6 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 from __future__ import annotations
 
 import resource
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -305,23 +304,15 @@ def check_here(specs: Sequence[HostSpec], graph: CheckGraph, settings: FleetSett
                progress: Progress | None = None) -> FleetReport:
     """``check`` of this machine (every spec local), without an event loop: the same HostRun,
     each command run to its end by envdoctor.transport.blocking (start-up: no asyncio)."""
-    from envdoctor.transport.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
+    from envdoctor.transport.blocking import drive_each
 
-    reports = []
-    for spec in specs:
-        deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
-        run = HostRun(spec, graph, settings, progress, BlockingLocalTransport(spec.name, deadline))
-        try:
-            report = drive(run.run(fix=False, dry_run=False))
-        except DeadlineExceeded:
-            report = timed_out(run, settings)
-        except Suspended:
-            raise  # envdoctor's own bug, not the host's: loud
-        except Exception as exc:
-            report = crashed(run, exc)
-        if progress:
-            progress(spec.name, "done" if report.ok else "problems")
-        reports.append(report)
+    def host(spec: HostSpec, transport: Transport | None = None) -> HostRun:
+        return HostRun(spec, graph, settings, progress, transport)
+
+    reports = drive_each(specs, settings.timeout,
+                         lambda spec, transport: host(spec, transport).run(fix=False, dry_run=False),
+                         timed_out=lambda spec: timed_out(host(spec), settings),
+                         failed=lambda spec, exc: crashed(host(spec), exc), progress=progress)
     return FleetReport("check", reports)
 
 

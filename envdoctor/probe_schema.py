@@ -233,9 +233,6 @@ def section_problems(sections: Mapping[str, Any], items: Mapping[str, list[Any]]
 # answer near MAX_ITEMS) is decided by check_shape, which also says where it went wrong.
 # Each test returns how many values it looked at, at least what check_shape counts, or -1.
 
-_EXACT: dict[Any, frozenset[type]] = {str: frozenset({str}), int: frozenset({int}), bool: frozenset({bool}),
-                                      float: frozenset({int, float}), dict: frozenset({dict}),
-                                      list: frozenset({list}), NONE: frozenset({NONE})}
 _TESTS: dict[int, tuple[Any, Any]] = {}
 
 
@@ -246,10 +243,10 @@ def conforms(value: Any, schema: Any) -> bool:
 
 
 def _exact_types(schema: Any) -> frozenset[type] | None:
-    options = schema if isinstance(schema, tuple) else (schema,)
-    if not all(isinstance(o, type) and o in _EXACT for o in options):
-        return None
-    return frozenset(t for o in options for t in _EXACT[o])
+    """The classes of the JSON values a plain schema accepts: check_shape's isinstance types,
+    compared exactly (JSON gives no subclasses, and a bool is not an int there either)."""
+    types = _plain_types(schema)
+    return None if types is None else frozenset(types)
 
 
 def _test(schema: Any) -> Any:
@@ -321,13 +318,13 @@ def _outer_types(schema: Any) -> frozenset[type] | None:
     if schema is Any:
         return None
     if isinstance(schema, list):
-        return _EXACT[list]
+        return frozenset({list})
     if isinstance(schema, (Keys, MapOf)):
-        return _EXACT[dict]
+        return frozenset({dict})
     if isinstance(schema, tuple):
         parts = [_outer_types(s) for s in schema]
         return None if any(p is None for p in parts) else frozenset(t for p in parts for t in p)
-    return _EXACT.get(schema, frozenset()) if isinstance(schema, type) else frozenset()
+    return _exact_types(schema) or frozenset()
 
 
 def _sum_all(test: Any, values: Any) -> int:

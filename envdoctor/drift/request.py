@@ -7,18 +7,13 @@ import hashlib
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-from envdoctor.probe.program import MODULE_NEEDS, register_section
+from envdoctor.probe.program import build_program, register_section
 from envdoctor.scan import LOADER_LIBRARIES
 
 SECTION = "drift"
-register_section(SECTION, "drift")
-# The section's helpers, sent before it: the scan's consumer selection (sources), the
-# owner-only cache writer (audit_hash, which needs audit_record) and the drift helpers.
-MODULE_NEEDS.setdefault("drift", ("sources", "audit_record", "audit_hash", "drift_ast", "drift_resolve", "drift_uses",
-                                  "discovery", "drift_baseline"))
+register_section(SECTION, "drift")  # (its helper modules are in envdoctor.probe.program.MODULE_NEEDS)
 
 #: Bounds on what one host's answer may cost.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -27,11 +22,9 @@ MAX_FILES = 20000
 
 @functools.cache
 def probe_code_digest() -> str:
-    """A digest of the section's code: a cache on the host written by other code is not reused."""
-    digest = hashlib.sha1()
-    for module in ("drift", "drift_ast", "drift_resolve", "drift_uses", "drift_baseline", "discovery", "sources"):
-        digest.update(resources.files("envdoctor.probe").joinpath(f"{module}.py").read_bytes())
-    return digest.hexdigest()[:16]
+    """A digest of the section's program (its module and every helper it is sent with): a
+    cache on the host written by other code is not reused."""
+    return hashlib.sha1(build_program([SECTION]).encode("utf-8")).hexdigest()[:16]
 
 
 def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | Sequence[str] | None = None,

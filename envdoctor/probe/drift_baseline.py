@@ -9,7 +9,7 @@
 import os
 import re
 
-from envdoctor.probe.core import canonical_name, site_dirs
+from envdoctor.probe.core import canonical_name, site_dirs, site_entries
 from envdoctor.probe.discovery import discover_envs
 
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
@@ -109,15 +109,10 @@ def baseline_find(candidates, provider, specifier):
     wanted = canonical_name(provider)
     for prefix in candidates:
         sites = site_dirs(prefix)
-        for site in sites:
-            try:
-                entries = sorted(os.listdir(site))
-            except OSError:
+        for _site, entry in site_entries(sites):
+            if not entry.endswith(".dist-info"):
                 continue
-            for entry in entries:
-                if not entry.endswith(".dist-info"):
-                    continue
-                name, _, version = entry[:-len(".dist-info")].rpartition("-")
-                if canonical_name(name) == wanted and baseline_satisfies(version, specifier) is True:
-                    return prefix, sites, version
+            name, _, version = entry[:-len(".dist-info")].rpartition("-")
+            if canonical_name(name) == wanted and baseline_satisfies(version, specifier) is True:
+                return prefix, sites, version
     return None

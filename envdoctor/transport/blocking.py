@@ -14,13 +14,23 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envdoctor.errors import CommandTimeout, TransportError
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport
 
+if TYPE_CHECKING:
+    from envdoctor.inventory import HostSpec
+
+
+class _Outcome(Protocol):
+    @property
+    def ok(self) -> bool: ...
+
+
 T = TypeVar("T")
+R = TypeVar("R", bound=_Outcome)
 
 #: Bytes written to the command's stdin at a time (a pipe holds 64 KiB).
 _WRITE_CHUNK = 1 << 16
@@ -42,6 +52,31 @@ def drive(coroutine: Coroutine[Any, Any, T]) -> T:
         return done.value
     coroutine.close()
     raise Suspended("a blocking local run awaited something that needs an event loop")
+
+
+def drive_each(specs: Sequence[HostSpec], timeout: float | None,
+               work: Callable[[HostSpec, Transport], Coroutine[Any, Any, R]], *,
+               timed_out: Callable[[HostSpec], R], failed: Callable[[HostSpec, Exception], R],
+               progress: Callable[[str, str], None] | None = None) -> list[R]:
+    """``work(spec, transport)`` for each local spec, one after the other, each driven to its
+    end over a BlockingLocalTransport whose deadline is ``timeout`` from its start. A host
+    past its deadline gives ``timed_out(spec)``, any other failure ``failed(spec, exc)``;
+    a coroutine that needs an event loop is envdoctor's own bug and is raised."""
+    results = []
+    for spec in specs:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            result = drive(work(spec, BlockingLocalTransport(spec.name, deadline)))
+        except DeadlineExceeded:
+            result = timed_out(spec)
+        except Suspended:
+            raise
+        except Exception as exc:  # one host's failure is its result, as in a fleet run
+            result = failed(spec, exc)
+        if progress:
+            progress(spec.name, "done" if result.ok else "problems")
+        results.append(result)
+    return results
 
 
 class BlockingLocalTransport(Transport):
