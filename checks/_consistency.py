@@ -198,15 +198,28 @@ _ENVIRONMENTS: dict[tuple[Any, ...], Consistency] = {}
 _ENVIRONMENTS_MAX = 256
 
 
+#: The same verdicts by the environment object itself (kept in the value, so that its id
+#: cannot be reused): hosts that sent the same answer share one (envdoctor.shared_answers),
+#: and hashing 150 distributions for the key above is then work done for nothing.
+_BY_OBJECT: dict[int, tuple[Environment, Consistency]] = {}
+
+
 def check_environment(env: Environment) -> Consistency:
     """``pip check`` for ``env`` (with the host's markers), plus duplicates and extras in use."""
-    key = (env.distributions, tuple(sorted(env.markers.items())))
-    found = _ENVIRONMENTS.get(key)
-    if found is None:
-        found = _check_environment(env)
-        if len(_ENVIRONMENTS) >= _ENVIRONMENTS_MAX:
-            _ENVIRONMENTS.clear()
-        _ENVIRONMENTS[key] = found
+    seen = _BY_OBJECT.get(id(env))
+    if seen is not None and seen[0] is env:
+        found = seen[1]
+    else:
+        key = (env.distributions, tuple(sorted(env.markers.items())))
+        found = _ENVIRONMENTS.get(key)
+        if found is None:
+            found = _check_environment(env)
+            if len(_ENVIRONMENTS) >= _ENVIRONMENTS_MAX:
+                _ENVIRONMENTS.clear()
+            _ENVIRONMENTS[key] = found
+        if len(_BY_OBJECT) >= _ENVIRONMENTS_MAX:
+            _BY_OBJECT.clear()
+        _BY_OBJECT[id(env)] = (env, found)
     # A copy of the lists: what a caller does with its verdict never reaches another host's.
     return Consistency(list(found.missing), list(found.conflicts), list(found.parse_errors),
                        list(found.duplicates), list(found.extras))

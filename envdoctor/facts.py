@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
+from envdoctor import shared_answers
 from envdoctor.probe.program import ProbeOutput
 
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
@@ -203,8 +204,8 @@ class HostFacts:
             nvidia_smi=gpu.get("nvidia_smi"),
             disk=dict(host.get("disk") or {}),
             configured_envs=tuple(venvs.get("configured") or ()),
-            envs=tuple(Environment.from_probe(e) for e in venvs.get("envs") or ()),
-            default_env=Environment.from_probe(default_raw) if default_raw else None,
+            envs=tuple(shared_answers.memo("env", e, Environment.from_probe) for e in venvs.get("envs") or ()),
+            default_env=shared_answers.memo("env", default_raw, Environment.from_probe) if default_raw else None,
         )
 
     @classmethod

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envdoctor import shared_answers
+
 NONE = type(None)
 TEXT = (str, NONE)
 #: Lists longer than this in one section are refused: a host cannot make us walk forever.
@@ -212,7 +214,7 @@ def section_problems(sections: Mapping[str, Any], items: Mapping[str, list[Any]]
             problems.append(f"section {name!r}: its error is a {type(error).__name__}, not text")
     for name, data in sections.items():
         schema = SECTION_SCHEMAS.get(name, Any)
-        if not conforms(data, schema):
+        if not shared_answers.memo(f"conforms {name}", data, lambda d: conforms(d, schema)):
             try:
                 check_shape(data, schema, name)
             except SchemaMismatch as exc:

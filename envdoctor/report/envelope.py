@@ -33,4 +33,47 @@ def dump_json(command: str, exit_status: int, body: Mapping[str, Any], *, sort_k
     data = json_envelope(command, exit_status, body)
     if sort_keys:  # envelope first, then the body's keys sorted (facts documents are sorted)
         data = {**{k: data[k] for k in ENVELOPE_KEYS}, **dict(sorted(body.items()))}
-    return json.dumps(data, indent=2) + "\n"
+    return indented(data) + "\n"
+
+
+#: Exact types the C encoder writes as json.dumps(indent=2) would (no subclasses: an IntEnum
+#: or a str subclass with its own __str__ goes through json.dumps itself).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_text = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # C, when available
+_compact = json.JSONEncoder(ensure_ascii=True, allow_nan=True).encode
+_CONSTANTS = {True: "true", False: "false", None: "null"}
+
+
+def _scalar(value: Any) -> str:
+    kind = value.__class__
+    if kind is str:
+        return _text(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool or value is None:
+        return _CONSTANTS[value]
+    return _compact(value)  # floats: NaN and Infinity as json writes them
+
+
+def indented(value: Any, indent: str = "") -> str:
+    """``json.dumps(value, indent=2)``, byte for byte, with each container of plain values
+    written by the C encoder (json.dumps with an indent is all pure Python: a third of a
+    millisecond per host of a fleet report). Anything unusual falls back to json.dumps."""
+    kind = value.__class__
+    if kind in _SCALARS:
+        return _scalar(value)
+    inner = indent + "  "
+    if kind is dict:
+        if not value:
+            return "{}"
+        if all(k.__class__ is str for k in value):
+            parts = [_text(k) + ": " + (_scalar(v) if v.__class__ in _SCALARS else indented(v, inner))
+                     for k, v in value.items()]
+            return "{\n" + inner + (",\n" + inner).join(parts) + "\n" + indent + "}"
+    elif kind is list or kind is tuple:
+        if not value:
+            return "[]"
+        parts = [_scalar(v) if v.__class__ in _SCALARS else indented(v, inner) for v in value]
+        return "[\n" + inner + (",\n" + inner).join(parts) + "\n" + indent + "]"
+    # Strings never hold a raw newline in JSON, so re-indenting json.dumps's text is exact.
+    return json.dumps(value, indent=2).replace("\n", "\n" + indent)

@@ -113,14 +113,52 @@ def parse_line(line: str, where: str) -> tuple[str, str, KnownKey] | None:
     return marker, words[0], KnownKey(marker, words[1], blob, where)
 
 
+@dataclass(frozen=True)
+class KnownHostsFile:
+    """The key lines of one file, indexed for lookups by name.
+
+    ``by_name`` holds the lines whose host field is a plain comma list (no ``*``, ``?``,
+    ``!`` or hash), under each lower-cased name; ``others`` are the positions of every other
+    line, matched pattern by pattern. A fleet of 1,000 hosts sharing one known_hosts then
+    costs one dictionary lookup per host, not 1,000 pattern matches."""
+
+    entries: tuple[tuple[str, str, KnownKey], ...]
+    by_name: dict[str, tuple[int, ...]]
+    others: tuple[int, ...]
+    revoked: tuple[KnownKey, ...]
+
+    @classmethod
+    def of(cls, entries: list[tuple[str, str, KnownKey]]) -> KnownHostsFile:
+        by_name: dict[str, list[int]] = {}
+        others, revoked = [], []
+        for position, (marker, patterns, key) in enumerate(entries):
+            if marker == "revoked":
+                revoked.append(key)
+            elif patterns.startswith("|") or any(c in patterns for c in "*?!"):
+                others.append(position)
+            else:
+                for name in dict.fromkeys(patterns.lower().split(",")):
+                    by_name.setdefault(name, []).append(position)
+        return cls(tuple(entries), {k: tuple(v) for k, v in by_name.items()}, tuple(others), tuple(revoked))
+
+    def matching(self, name: str) -> list[tuple[str, KnownKey]]:
+        """(marker, key) of the non-revoked lines that name ``name``, in file order."""
+        found = list(self.by_name.get(name.lower(), ()))
+        found += [p for p in self.others if patterns_match(self.entries[p][1], name)]
+        if self.others:
+            found.sort()
+        return [(self.entries[p][0], self.entries[p][2]) for p in found]
+
+
 #: Parsed files by path and stat, for a fleet whose every host reads the same known_hosts.
-_PARSED: dict[str, tuple[tuple[int, ...], list[tuple[str, str, KnownKey]]]] = {}
+_PARSED: dict[str, tuple[tuple[int, ...], KnownHostsFile]] = {}
 #: A file written this recently may change again within its timestamp's resolution
 #: (git's racy-timestamp rule): it is parsed again each time.
 _SETTLED_SECONDS = 2.0
+_EMPTY = KnownHostsFile((), {}, (), ())
 
 
-def read_entries(path: str) -> list[tuple[str, str, KnownKey]]:
+def read_file(path: str) -> KnownHostsFile:
     """The key lines of one file; a missing file has none. Raises OSError if unreadable."""
     try:
         with open(path, "rb") as handle:
@@ -131,15 +169,21 @@ def read_entries(path: str) -> list[tuple[str, str, KnownKey]]:
                 return cached[1]
             data = handle.read(MAX_KNOWN_HOSTS_BYTES)
     except FileNotFoundError:
-        return []
+        return _EMPTY
     entries = []
     for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
         parsed = parse_line(line, f"{path}:{number}")
         if parsed is not None:
             entries.append(parsed)
+    parsed_file = KnownHostsFile.of(entries)
     if time.time() - max(info.st_mtime_ns, info.st_ctime_ns) / 1e9 > _SETTLED_SECONDS:
-        _PARSED[path] = (state, entries)
-    return entries
+        _PARSED[path] = (state, parsed_file)
+    return parsed_file
+
+
+def read_entries(path: str) -> tuple[tuple[str, str, KnownKey], ...]:
+    """The key lines of one file, as ``(marker, host patterns, key)``, in file order."""
+    return read_file(path).entries
 
 
 def host_keys(files: Sequence[str], name: str) -> HostKeys:
@@ -149,15 +193,13 @@ def host_keys(files: Sequence[str], name: str) -> HostKeys:
         if path == "none":
             continue
         try:
-            entries = read_entries(path)
+            parsed = read_file(path)
         except OSError:
             unreadable.append(path)
             continue
-        for marker, patterns, key in entries:
-            if marker == "revoked":
-                revoked.append(key)
-            elif patterns_match(patterns, name):
-                (authorities if marker == "cert-authority" else trusted).append(key)
+        revoked += parsed.revoked
+        for marker, key in parsed.matching(name):
+            (authorities if marker == "cert-authority" else trusted).append(key)
     return HostKeys(name, tuple(trusted), tuple(authorities), tuple(revoked), tuple(unreadable))
 
 

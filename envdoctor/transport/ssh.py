@@ -124,7 +124,7 @@ class SSHTransport(Transport):
         """One connection attempt; errors worth another attempt come out as :class:`_Retryable`."""
         where = f"{host.hostname}:{host.port}"
         try:
-            return await asyncssh.connect(host.hostname, **kwargs)  # type: ignore[arg-type]  # kwargs built above
+            return await asyncssh.connect(host.hostname, **_with_loaded_keys(kwargs))  # type: ignore[arg-type]  # kwargs built above
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyError(
                 f"host key of {label} ({where}) is not trusted: {exc.reason} "
@@ -159,7 +159,8 @@ class SSHTransport(Transport):
                 continue
             conn.close()
             try:
-                await asyncio.wait_for(conn.wait_closed(), 5)
+                async with asyncio.timeout(5):
+                    await conn.wait_closed()
             except (TimeoutError, asyncio.TimeoutError):
                 pass
         self._conn = None
@@ -184,23 +185,20 @@ class SSHTransport(Transport):
         except asyncssh.Error as exc:
             raise ConnectError(f"SSH session to {self.name} failed: {exc.reason}") from exc
 
-        async def communicate() -> CommandResult:
-            async def feed() -> None:
+        try:
+            # One timeout scope, not a task per step: at 1,000 hosts each task counts.
+            async with asyncio.timeout(timeout):
                 if stdin:
-                    proc.stdin.write(stdin)
+                    proc.stdin.write(stdin)  # buffered by the channel, sent as the window allows
                 proc.stdin.write_eof()
-
-            _, (out, out_cut), (err, err_cut) = await asyncio.gather(
-                feed(), read_bounded(proc.stdout), read_bounded(proc.stderr)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
-            )
-            completed = await proc.wait()
+                (out, out_cut), (err, err_cut) = await asyncio.gather(
+                    read_bounded(proc.stdout), read_bounded(proc.stderr)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
+                )
+                completed = await proc.wait()
             status = completed.exit_status
             if status is None:  # killed by a signal on the host
                 status = 128 + _signal_number(completed.exit_signal)
             return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
-
-        try:
-            return await asyncio.wait_for(communicate(), timeout)
         except (TimeoutError, asyncio.TimeoutError):
             proc.close()
             raise CommandTimeout(
@@ -297,11 +295,62 @@ def _lookup_name(host: ResolvedHost) -> str:
 def _import_keys(keys: Sequence[known_hosts.KnownKey]) -> list[asyncssh.SSHKey]:
     imported = []
     for key in keys:
-        try:
-            imported.append(asyncssh.import_public_key(key.openssh))
-        except (asyncssh.KeyImportError, ValueError):
-            log.debug("known_hosts_key_skipped", where=key.where)  # ssh skips keys it cannot read, too
+        found = _PUBLIC_KEYS.get(key)
+        if found is None:
+            try:
+                found = _PUBLIC_KEYS[key] = asyncssh.import_public_key(key.openssh)
+            except (asyncssh.KeyImportError, ValueError):
+                log.debug("known_hosts_key_skipped", where=key.where)  # ssh skips keys it cannot read, too
+                continue
+        imported.append(found)
     return imported
+
+
+#: known_hosts keys parsed once per run: the hosts of a fleet share a few known_hosts lines
+#: (an SSHKey is not changed by being trusted). Keyed by the line's whole value.
+_PUBLIC_KEYS: dict[known_hosts.KnownKey, asyncssh.SSHKey] = {}
+#: Identity files read once per run, by their paths and file stats (a key replaced during
+#: the run is read again): parsing the same private key for each of 1,000 connections was a
+#: tenth of the controller's CPU. Each connection gets its own shallow copy of a key pair,
+#: since asyncssh sets the signature algorithm it chose with that server on the object.
+_IDENTITIES: dict[tuple[object, ...], tuple[list[asyncssh.SSHKeyPair], list[bytes] | None]] = {}
+
+
+def _file_state(path: str) -> tuple[int, ...] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
+    """``kwargs`` with its identity files loaded as asyncssh itself would load them in
+    ``connect`` (the same calls, same arguments), from this run's memo. Errors are asyncssh's
+    own (KeyImportError and OSError), raised where connect would raise them."""
+    import copy
+
+    paths = list(kwargs.get("client_keys") or ())  # type: ignore[call-overload]  # built by _connect_kwargs
+    if not paths:
+        return kwargs
+    wants_identities = "agent_identities" in kwargs
+    key = (wants_identities, *((p, _file_state(p), _file_state(p + ".pub"), _file_state(p + "-cert.pub"))
+                               for p in paths))
+    found = _IDENTITIES.get(key)
+    if found is None:
+        from asyncssh.public_key import load_identities
+
+        # As SSHClientConnectionOptions.prepare calls them with no config file, no
+        # passphrase and no certificate list: skip_public False, ignore_encrypted as given.
+        pairs = asyncssh.load_keypairs(paths, None, (), False, bool(kwargs.get("ignore_encrypted")))
+        identities = load_identities(paths, False) if wants_identities else None
+        found = _IDENTITIES[key] = (list(pairs), identities)
+    if not found[0]:
+        return kwargs  # no usable key: an empty list would make asyncssh try ~/.ssh's defaults
+    loaded = dict(kwargs, client_keys=[copy.copy(pair) for pair in found[0]])
+    if found[1] is not None:
+        loaded["agent_identities"] = list(found[1])
+    return loaded
 
 
 def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyncssh.SSHClientConnection | None,
