@@ -18,7 +18,11 @@ and no "Too many open files" may appear. Finally it reports start-up: the import
 ``envdoctor check local`` (best of 5).
 
     python bench/scale_bench.py [--hosts 32,128,1000] [--servers 2] [--parallel 64]
-                                [--nofile 256] [--repeat 1]
+                                [--nofile 256] [--repeat 1] [--distinct]
+
+By default every simulated host sends the same answer, as the nodes of one image do; the
+controller then decodes the environments once (envdoctor/shared_answers.py). ``--distinct``
+makes every answer differ, for the cost on a fleet of mixed images.
 
 Not run by CI. On 2 cores the default run takes a few minutes; the servers share the cores
 with the controller, equally for envdoctor and the reference. (The earlier comparison with
@@ -124,9 +128,10 @@ def measured(argv: list[str], *, nofile: int | None = None, env: dict[str, str] 
 class SimFleet:
     """Keys, an ssh_config with N aliases over the servers' ports, known_hosts, the servers."""
 
-    def __init__(self, servers: int, max_hosts: int) -> None:
+    def __init__(self, servers: int, max_hosts: int, distinct: bool = False) -> None:
         import asyncssh
 
+        self.distinct = distinct
         shutil.rmtree(ROOT, ignore_errors=True)
         ROOT.mkdir(mode=0o700, parents=True)
         self.host_key = ROOT / "host_key"
@@ -182,7 +187,8 @@ class SimFleet:
         for port in self.ports:
             proc = subprocess.Popen(
                 [sys.executable, str(REPO / "bench" / "sim_fleet.py"), "--port", str(port),
-                 "--host-key", str(self.host_key), "--answer", str(self.answer)],
+                 "--host-key", str(self.host_key), "--answer", str(self.answer),
+                 *(["--distinct"] if self.distinct else [])],
                 stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
             )
             assert proc.stdout is not None
@@ -276,10 +282,13 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--nofile", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=1, help="Runs per size; the best wall is kept.")
+    parser.add_argument("--distinct", action="store_true",
+                        help="Every host answers differently (its kernel release in each environment), as a "
+                             "fleet of mixed images would; by default all answer alike, as one image does.")
     args = parser.parse_args()
     sizes = [int(s) for s in args.hosts.split(",")]
 
-    fleet = SimFleet(args.servers, max(sizes))
+    fleet = SimFleet(args.servers, max(sizes), args.distinct)
     fleet.start()
     rows: list[Measure] = []
     try:
@@ -299,6 +308,8 @@ def main() -> None:
     print()
     print(table(rows))
     print()
+    print("answers: " + ("a different one from every host (--distinct)" if args.distinct else
+                         "the same from every host, as from one image (--distinct: each differs)"))
     for n in sizes:
         ref = next(m for m in rows if m.tool == "asyncssh loop" and m.hosts == n)
         env = next(m for m in rows if m.tool == "envdoctor" and m.hosts == n)

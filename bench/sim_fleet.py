@@ -34,11 +34,17 @@ class AnyKeyServer(asyncssh.SSHServer):
         return True  # the signature is still verified by asyncssh: the client does the real work
 
 
-async def serve(port: int, host_key: Path, answer: bytes) -> None:
+async def serve(port: int, host_key: Path, answer: bytes, distinct: bool = False) -> None:
+    served = [0]
+
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         try:
             await process.stdin.read()
-            process.stdout.write(answer)
+            served[0] += 1
+            # --distinct: every host's environments differ (its kernel release), as on a
+            # fleet of mixed images: no two answers have the same venvs line.
+            mark = b'"platform_release": "%d.%d-' % (port, served[0])
+            process.stdout.write(answer.replace(b'"platform_release": "', mark) if distinct else answer)
             await process.stdout.drain()
         except (asyncssh.Error, ConnectionError):
             pass
@@ -58,9 +64,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host-key", type=Path, required=True)
     parser.add_argument("--answer", type=Path, required=True)
+    parser.add_argument("--distinct", action="store_true", help="a different answer for every connection")
     args = parser.parse_args()
     try:
-        asyncio.run(serve(args.port, args.host_key, args.answer.read_bytes()))
+        asyncio.run(serve(args.port, args.host_key, args.answer.read_bytes(), args.distinct))
     except KeyboardInterrupt:
         sys.exit(0)
 

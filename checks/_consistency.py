@@ -27,6 +27,12 @@ from envdoctor.facts import Distribution, Environment
 canonicalize_name = lru_cache(maxsize=65536)(_canonicalize_name)
 
 _EXTRA_IN_MARKER = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
+#: PEP 508's marker variables (``extra`` aside) as packaging prints a parsed marker: legacy
+#: spellings such as ``os.name`` or ``python_implementation`` come out as these.
+_MARKER_VARIABLES = ("implementation_name", "implementation_version", "os_name", "platform_machine",
+                     "platform_python_implementation", "platform_release", "platform_system",
+                     "platform_version", "python_full_version", "python_version", "sys_platform")
+_VARIABLE_IN_MARKER = re.compile(r"\b(" + "|".join(_MARKER_VARIABLES) + r")\b")
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,8 @@ class _Parsed:
     dist: Distribution
     version: Version
     requires: tuple[tuple[str, Requirement], ...]
+    #: The marker variables its requirements read: only their values can change a verdict.
+    variables: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=16384)
@@ -140,7 +148,9 @@ def _parse(dist: Distribution) -> _Parsed | ParseError:
             requires.append((text, _requirement(text.strip())))
         except InvalidRequirement as exc:
             return ParseError(name, dist.path, f"Requires-Dist: {text.strip()}", _first_line(exc))
-    return _Parsed(dist, version, tuple(requires))
+    variables = frozenset(v for _, req in requires if req.marker is not None
+                          for v in _VARIABLE_IN_MARKER.findall(str(req.marker)))
+    return _Parsed(dist, version, tuple(requires), variables)
 
 
 @lru_cache(maxsize=65536)
@@ -210,10 +220,13 @@ def check_environment(env: Environment) -> Consistency:
     if seen is not None and seen[0] is env:
         found = seen[1]
     else:
-        key = (env.distributions, tuple(sorted(env.markers.items())))
+        # Keyed by the marker values the requirements read, not all of them: hosts that
+        # differ only in, say, their kernel release (platform_release) share one verdict.
+        env_key = marker_key(env)
+        key = (env.distributions, env_key)
         found = _ENVIRONMENTS.get(key)
         if found is None:
-            found = _check_environment(env)
+            found = _check_environment(env, env_key)
             if len(_ENVIRONMENTS) >= _ENVIRONMENTS_MAX:
                 _ENVIRONMENTS.clear()
             _ENVIRONMENTS[key] = found
@@ -225,7 +238,18 @@ def check_environment(env: Environment) -> Consistency:
                        list(found.duplicates), list(found.extras))
 
 
-def _check_environment(env: Environment) -> Consistency:
+def marker_key(env: Environment) -> tuple[tuple[str, str | None], ...]:
+    """The values of the marker variables that any requirement of ``env`` reads, sorted."""
+    variables: set[str] = set()
+    for dist in env.distributions:
+        if dist.active:
+            parsed = _parse(dist)
+            if not isinstance(parsed, ParseError):
+                variables |= parsed.variables
+    return tuple((name, env.markers.get(name)) for name in sorted(variables))
+
+
+def _check_environment(env: Environment, env_key: tuple[tuple[str, str | None], ...]) -> Consistency:
     result = Consistency(duplicates=duplicates(env))
     package_set: dict[str, _Parsed] = {}
     for dist in env.distributions:
@@ -237,7 +261,6 @@ def _check_environment(env: Environment) -> Consistency:
         else:
             package_set[dist.key] = parsed
     markers = env.markers
-    env_key = tuple(sorted(markers.items()))
     for key, parsed in package_set.items():
         who, who_version = key, str(parsed.version)
         wants = _wants(parsed, markers, env_key)
