@@ -66,15 +66,41 @@ def lookup_name(hostname: str, port: int, host_key_alias: str | None) -> str:
     return hostname if port == 22 else f"[{hostname}]:{port}"
 
 
-def _hashed_matches(entry: str, name: str) -> bool:
+class _HmacSha1:
+    """HMAC-SHA1 under one key, its padded key blocks hashed once (RFC 2104): a lookup then
+    costs two hash copies, under half of a one-shot HMAC through OpenSSL."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > 64:
+            key = hashlib.sha1(key).digest()
+        key = key.ljust(64, b"\0")
+        self._inner = hashlib.sha1(bytes(b ^ 0x36 for b in key))
+        self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
+
+    def digest(self, message: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(message)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
+def _decode_hashed(entry: str) -> tuple[bytes, bytes] | None:
+    """(salt, HMAC-SHA1) of a hashed host field ``|1|salt|hmac``; None if it is not one."""
     parts = entry.split("|")
     if len(parts) != 4 or parts[1] != "1":
-        return False
+        return None
     try:
-        salt, digest = base64.b64decode(parts[2]), base64.b64decode(parts[3])
+        return base64.b64decode(parts[2]), base64.b64decode(parts[3])
     except (binascii.Error, ValueError):
-        return False
-    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
+        return None
+
+
+def _hashed_matches(entry: str, name: str) -> bool:
+    decoded = _decode_hashed(entry)
+    return decoded is not None and hmac.compare_digest(hmac.digest(decoded[0], name.encode(), "sha1"), decoded[1])
 
 
 def patterns_match(patterns: str, name: str) -> bool:
@@ -126,26 +152,37 @@ class KnownHostsFile:
     by_name: dict[str, tuple[int, ...]]
     others: tuple[int, ...]
     revoked: tuple[KnownKey, ...]
+    #: Hashed lines (``|1|salt|hmac``) as (position, HMAC key state, hmac), decoded once:
+    #: with HashKnownHosts every line is one, and each lookup costs an HMAC per line.
+    hashed: tuple[tuple[int, _HmacSha1, bytes], ...] = ()
 
     @classmethod
     def of(cls, entries: list[tuple[str, str, KnownKey]]) -> KnownHostsFile:
         by_name: dict[str, list[int]] = {}
-        others, revoked = [], []
+        others, revoked, hashed = [], [], []
         for position, (marker, patterns, key) in enumerate(entries):
             if marker == "revoked":
                 revoked.append(key)
-            elif patterns.startswith("|") or any(c in patterns for c in "*?!"):
+            elif patterns.startswith("|"):
+                decoded = _decode_hashed(patterns)
+                if decoded is not None:
+                    hashed.append((position, _HmacSha1(decoded[0]), decoded[1]))
+            elif any(c in patterns for c in "*?!"):
                 others.append(position)
             else:
                 for name in dict.fromkeys(patterns.lower().split(",")):
                     by_name.setdefault(name, []).append(position)
-        return cls(tuple(entries), {k: tuple(v) for k, v in by_name.items()}, tuple(others), tuple(revoked))
+        return cls(tuple(entries), {k: tuple(v) for k, v in by_name.items()}, tuple(others), tuple(revoked),
+                   tuple(hashed))
 
     def matching(self, name: str) -> list[tuple[str, KnownKey]]:
         """(marker, key) of the non-revoked lines that name ``name``, in file order."""
         found = list(self.by_name.get(name.lower(), ()))
         found += [p for p in self.others if patterns_match(self.entries[p][1], name)]
-        if self.others:
+        if self.hashed:
+            raw = name.encode()
+            found += [p for p, keyed, digest in self.hashed if hmac.compare_digest(keyed.digest(raw), digest)]
+        if self.others or self.hashed:
             found.sort()
         return [(self.entries[p][0], self.entries[p][2]) for p in found]
 

@@ -58,3 +58,10 @@ def test_host_keys_reads_a_real_file_through_the_index(tmp_path):
     assert [k.where.rsplit(":", 1)[1] for k in keys.trusted] == ["1", "2", "3"]
     assert len(keys.revoked) == 1
     assert known_hosts.host_keys([str(path)], "gpu3").trusted[0].where.endswith(":2")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=100), st.binary(max_size=40))
+def test_hmac_with_precomputed_key_blocks_is_hmac_sha1(key, message):
+    """The lookup's HMAC-SHA1 (key blocks hashed once) equals the standard library's, keys longer than a block included."""
+    assert known_hosts._HmacSha1(key).digest(message) == hmac.digest(key, message, "sha1")
