@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: The severities of a drift finding (judge.py adds "unresolved").
 ERROR, WARN = "error", "warn"
 
 

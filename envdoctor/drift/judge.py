@@ -22,12 +22,12 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.drift.baseline import KnownGood, view
+from envdoctor.drift.baseline import ERROR, WARN, KnownGood, view
 from envdoctor.drift.signature import Callee, call_problems, constructor, function_callee
 from envdoctor.probe.drift_resolve import Resolver, Target
 from envdoctor.facts import canonicalize_name
 
-ERROR, WARN, UNRESOLVED = "error", "warn", "unresolved"
+UNRESOLVED = "unresolved"
 SEVERITIES = (ERROR, WARN, UNRESOLVED)
 
 
