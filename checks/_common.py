@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 from envdoctor.facts import Environment, ProgramOnPath
 from envdoctor.graph import CheckContext
+from envdoctor.host_paths import program_folder, runs_from
 
 
 #: Why an install into the job's interpreter is only shown when the user named none.
@@ -36,19 +35,9 @@ def target_python(ctx: CheckContext) -> str:
     return env.executable or env.python
 
 
-def same_interpreter(path: str, env: Environment) -> bool:
-    """Whether an interpreter path is the environment's: in its bin folder (folders compared
-    with symlinks resolved, the file itself not: a venv's bin/python links to its base)."""
-    if not path:
-        return False
-    from envdoctor.env_choice import real_path
-
-    folder = real_path(os.path.dirname(path))
-    if folder == real_path(os.path.join(env.prefix, "bin")):
-        return True
-    return bool(env.executable) and folder == real_path(os.path.dirname(env.executable))
-
-
-def belongs_to(program: ProgramOnPath, env: Environment, path: str | None = None) -> bool:
-    """Whether a program (or the interpreter it names), shims followed, is the environment's."""
-    return same_interpreter(path or program.runs, env)
+def belongs_to(program: ProgramOnPath, env: Environment, *, interpreter: bool = False) -> bool:
+    """Whether a program (or, with ``interpreter``, the interpreter a pip script runs under),
+    shims followed, is the environment's: it runs from the environment's bin folder or its
+    interpreter's, folders compared as the host resolved them (host_paths.py), the file itself
+    not followed (a venv's bin/python links to its base)."""
+    return runs_from(program_folder(program, interpreter=interpreter), env)

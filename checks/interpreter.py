@@ -42,11 +42,11 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
             )
         return passed(f"{env.python} runs (Python {env.version})", python=env.python, version=env.version)
 
-    from envdoctor.env_choice import job_needs, meets, rank, same_prefix  # (ranks the discovered envs)
+    from envdoctor.env_choice import job_needs, meets, others_than, rank  # (ranks the discovered envs)
 
     default = facts.default_env
     needs = job_needs(ctx.spec, facts, ctx.spec.stage_commands)
-    others = [e for e in facts.envs if not (default and same_prefix(e.prefix, default.prefix))]
+    others = others_than(default, facts.envs)
     ranked = rank(others, needs)
     best = ranked[0] if ranked and (ranked[0].met or ranked[0].stack) else None
     useful = [c for c in ranked if c.met or c.stack][:5]
@@ -100,7 +100,7 @@ def pip_path(ctx: CheckContext) -> CheckResult:
         problems.append(f"`python3` is {_shown(python3)}, not {python}")
     if pip is None:
         problems.append("there is no `pip` on PATH")
-    elif not belongs_to(pip, env, pip.interpreter or pip.runs):
+    elif not belongs_to(pip, env, interpreter=True):
         problems.append(f"`pip` is {_shown(pip)}, which installs for {pip.interpreter or 'another interpreter'}")
     if problems:
         return warned("in a non-interactive SSH command " + "; ".join(problems), remedy=remedy)

@@ -11,8 +11,7 @@ environments were read by the probe (discovered ones from their files only).
 
 from __future__ import annotations
 
-import functools
-import os
+import posixpath
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.facts import Environment, HostFacts, canonicalize_name
+from envdoctor.host_paths import same_environment
 from envdoctor.inventory import HostSpec
 
 if TYPE_CHECKING:
@@ -113,8 +113,8 @@ def stage_distributions(command: str) -> list[str]:
     for i, word in enumerate(words):
         if word == "-m" and i + 1 < len(words):
             found.append(words[i + 1].split(".")[0])
-        elif os.path.basename(word) in PROGRAMS:
-            found.append(PROGRAMS[os.path.basename(word)])
+        elif posixpath.basename(word) in PROGRAMS:  # a host path: POSIX whatever the controller is
+            found.append(PROGRAMS[posixpath.basename(word)])
     return found
 
 
@@ -160,11 +160,7 @@ def rank(envs: Sequence[Environment], needs: Sequence[Need]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: c.score, reverse=True)
 
 
-def same_prefix(a: str, b: str) -> bool:
-    return bool(a) and bool(b) and real_path(a) == real_path(b)
-
-
-@functools.lru_cache(maxsize=4096)
-def real_path(path: str) -> str:
-    """os.path.realpath, once per path in a run: every host of a fleet names the same few."""
-    return os.path.realpath(path)
+def others_than(default: Environment | None, envs: Iterable[Environment]) -> list[Environment]:
+    """The environments that are not the default interpreter's, judged as the host resolves
+    their paths (host_paths.py), never by this machine's file system."""
+    return [e for e in envs if default is None or not same_environment(e, default)]

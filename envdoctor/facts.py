@@ -102,6 +102,11 @@ class Environment:
     static: bool = False
     #: A static environment owned by another user, or writable by everyone.
     foreign: bool = False
+    #: The host's realpath of the prefix, its bin folder and the interpreter's folder, where
+    #: links change them ("" otherwise, or from an older probe): see host_paths.py.
+    real_prefix: str = ""
+    real_bin: str = ""
+    real_executable_dir: str = ""
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any]) -> Environment:
@@ -120,6 +125,9 @@ class Environment:
             not_a_venv=raw.get("not_a_venv"),
             static=bool(raw.get("static", False)),
             foreign=bool(raw.get("foreign", False)),
+            real_prefix=str(raw.get("real_prefix", "")),
+            real_bin=str(raw.get("real_bin", "")),
+            real_executable_dir=str(raw.get("real_executable_dir", "")),
         )
 
     @cached_property
@@ -146,6 +154,10 @@ class ProgramOnPath:
     via: tuple[str, ...] = ()
     #: Why a shim could not be followed (pyenv names a version that lacks the program).
     error: str | None = None
+    #: The host's realpath of the folder of what runs, and of the interpreter's (pip), where
+    #: links change them ("" otherwise, or from an older probe): see host_paths.py.
+    real_dir: str = ""
+    interpreter_real_dir: str = ""
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any] | None) -> ProgramOnPath | None:
@@ -153,7 +165,8 @@ class ProgramOnPath:
             return None
         via = raw.get("via") or ()
         return cls(str(raw["path"]), str(raw.get("realpath", raw["path"])), raw.get("interpreter"),
-                   raw.get("resolved"), tuple(str(v) for v in via) if isinstance(via, list) else (), raw.get("error"))
+                   raw.get("resolved"), tuple(str(v) for v in via) if isinstance(via, list) else (), raw.get("error"),
+                   str(raw.get("real_dir", "")), str(raw.get("interpreter_real_dir", "")))
 
     @property
     def runs(self) -> str:

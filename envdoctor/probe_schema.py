@@ -175,9 +175,11 @@ _ENVIRONMENT = Keys({
     "prefix": str, "python": str, "exists": bool, "runs": bool, "error": TEXT, "version": str, "executable": str,
     "base_prefix": str, "markers": MapOf(str), "site_packages": [str], "distributions": [_DISTRIBUTION],
     "not_a_venv": TEXT, "static": bool, "foreign": bool,
+    # the host's own resolution of the paths compared (present only where links change them)
+    "real_prefix": str, "real_bin": str, "real_executable_dir": str,
 })
 _PROGRAM = (NONE, Keys({"path": str, "realpath": str, "interpreter": TEXT, "resolved": TEXT, "via": [str],
-                        "error": TEXT}))
+                        "error": TEXT, "real_dir": str, "interpreter_real_dir": str}))
 _MODEL = Keys({
     "path": str, "error": TEXT, "listing": [str], "files": MapOf(dict), "json": MapOf(Any), "json_errors": MapOf(str),
     "ranks": (NONE, dict), "auto_map": [Keys({"from": str, "auto_class": str, "ref": str, "file": str})],

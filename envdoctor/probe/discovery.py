@@ -91,6 +91,36 @@ def discover_envs(exclude=()):
     return unique
 
 
+def real_if_moved(path):
+    """This host's realpath of `path` when symlinks change it, else None. The controller
+    compares host paths only through these (its own file system is another machine's); a
+    path no link changes is left out, and the controller then takes the path itself,
+    normalised (posixpath.normpath), which is also what it does for an older probe."""
+    if not path:
+        return None
+    real = os.path.realpath(path)
+    return real if real != os.path.normpath(path) else None
+
+
+def add_real_paths(env):
+    """Add to an environment's record the host's resolution of the paths the controller
+    compares (envdoctor/host_paths.py): its prefix, its bin folder (left out when it is the
+    resolved prefix's bin) and its interpreter's folder. Only those links change: a few bytes
+    per environment, nothing per distribution."""
+    prefix = env.get("prefix") or ""
+    if prefix:
+        real = real_if_moved(prefix)
+        if real:
+            env["real_prefix"] = real
+        real_bin = os.path.realpath(os.path.join(prefix, "bin"))
+        if real_bin != os.path.join(real or os.path.normpath(prefix), "bin"):
+            env["real_bin"] = real_bin
+    folder = real_if_moved(os.path.dirname(env.get("executable") or ""))
+    if folder:
+        env["real_executable_dir"] = folder
+    return env
+
+
 def _version_text(text):
     match = _VERSION.match(text or "")
     if not match:
@@ -169,6 +199,7 @@ def describe_static(prefix, python):
     }
     if cfg.get("home"):
         env["base_prefix"] = os.path.dirname(cfg["home"].rstrip("/"))
+    add_real_paths(env)
     try:
         info = os.stat(prefix)
         env["owner_uid"] = info.st_uid

@@ -8,17 +8,23 @@ import socket
 import sys
 
 from envdoctor.probe.core import run_command, section
+from envdoctor.probe.discovery import real_if_moved
 from envdoctor.probe.shims import follow_launcher, script_interpreter
 
 def describe_program(path):
-    """Where a program found on PATH really points: its realpath, and the file that really
-    runs after pyenv/asdf shims and exec wrappers (read, never run: see shims.py)."""
+    """Where a program found on PATH really points: its realpath, the file that really runs
+    after pyenv/asdf shims and exec wrappers (read, never run: see shims.py), and this host's
+    resolution of that file's folder when links change it (what the controller compares with
+    an environment's bin folder)."""
     info = {"path": path, "realpath": os.path.realpath(path)}
     launched = follow_launcher(path)
     info["resolved"] = launched["resolved"]
     info["via"] = launched["via"]
     if launched.get("error"):
         info["error"] = launched["error"]
+    folder = real_if_moved(os.path.dirname(launched["resolved"] or path))
+    if folder:
+        info["real_dir"] = folder
     return info
 
 
@@ -35,6 +41,9 @@ def describe_pip(path):
         launched = follow_launcher(interpreter)
         info["interpreter"] = launched["resolved"] or interpreter
         info["via"] = info["via"] + launched["via"]
+        folder = real_if_moved(os.path.dirname(info["interpreter"]))
+        if folder:
+            info["interpreter_real_dir"] = folder
     return info
 
 

@@ -29,7 +29,7 @@ SECTION_MODULES: dict[str, str] = {"host": "host", "venvs": "venvs"}
 MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot"),
                                               "models": ("model_tokenizer", "model_spm"),
                                               "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
-                                              "venvs": ("discovery",), "host": ("shims",),
+                                              "venvs": ("discovery",), "host": ("shims", "discovery"),
                                               # the scan's consumer selection, the owner-only cache
                                               # writer and the drift helpers
                                               "drift": ("sources", "audit_record", "audit_hash", "drift_ast",

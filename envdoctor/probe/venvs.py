@@ -16,7 +16,7 @@ from envdoctor.probe.core import (
     site_dirs,
     venv_prefix_of,
 )
-from envdoctor.probe.discovery import describe_static, discover_envs
+from envdoctor.probe.discovery import add_real_paths, describe_static, discover_envs
 
 # Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
 # PYTHONPATH, and so must we. Run from / so the working directory adds nothing to sys.path.
@@ -234,7 +234,7 @@ def finish_inspection(prefix, python, proc, error, timeout):
         sys_path = with_pth_paths(site_dirs(prefix)) if prefix else []
     env["site_packages"] = [p for p in sys_path if p.endswith("-packages")]
     env["distributions"] = read_distributions(sys_path)
-    return env
+    return add_real_paths(env)
 
 
 @section("venvs")
@@ -268,7 +268,11 @@ def venvs_section(args, emit):
     default = finish_inspection(*default_job, timeout=timeout) if default_job else None
     if default and default.get("prefix"):
         # The default interpreter reported on itself: its environment read from files as well
-        # would only repeat it with less (often the largest part of the answer).
+        # would only repeat it with less (often the largest part of the answer). It is that
+        # environment when the prefixes resolve alike, or when the interpreter sits in its bin
+        # folder (a venv's python3 first on PATH: under -S its sys.prefix is the base install).
         own = os.path.realpath(default["prefix"])
-        envs = [e for e in envs if not (e.get("static") and os.path.realpath(e["prefix"]) == own)]
+        own_bin = os.path.realpath(os.path.dirname(default.get("executable") or default["python"]))
+        envs = [e for e in envs if not (e.get("static") and (
+            os.path.realpath(e["prefix"]) == own or os.path.realpath(os.path.join(e["prefix"], "bin")) == own_bin))]
     return {"configured": configured, "discovered": discovered, "envs": envs, "default": default}
