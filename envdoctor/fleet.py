@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.facts import HostFacts, Problem
-from envdoctor.gather import gather_facts, problem_from_error
+from envdoctor.gather import gather_facts, problem_from_error, resolve_venv
 from envdoctor.graph import CheckGraph, RemedySettings
 from envdoctor.index_credentials import wrapped_command
 from envdoctor.inventory import HostSpec
@@ -184,6 +184,7 @@ class HostRun:
 
     async def check(self, transport: Transport) -> tuple[HostFacts, list[CheckResult]]:
         self.progress(self.spec.name, "probing")
+        self.spec = await resolve_venv(transport, self.spec)  # `~/venv` as the host reads it
         facts = await gather_facts(transport, self.spec, sections=self.graph.sections_for(self.settings.only))
         return facts, self.evaluate(facts)
 

@@ -8,6 +8,7 @@ fact is a new stdlib module there and one row here.
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,49 @@ def problem_from_error(exc: EnvdoctorError) -> Problem:
         ProbeError: "probe",
     }.get(type(exc), "unreachable" if isinstance(exc, TransportError) else "probe")
     return Problem(kind, str(exc), exc.hint)
+
+
+#: Prints the host user's home, the login folder (where a relative path starts) and, for
+#: ``~user/...``, that user's home: what a remote shell and the probe read those paths as.
+_WHERE = 'printf "%s\\n" "$HOME"; pwd; if [ -n "$1" ]; then getent passwd -- "$1" | cut -d: -f6; fi'
+
+
+async def resolve_venv(transport: Transport, spec: HostSpec) -> HostSpec:
+    """``spec`` with its venv as an absolute path on the host. ``~``, ``~user`` and relative
+    paths (an inventory's ``venv = "~/venv"``) mean what they mean to the host's user, as
+    the probe reads them; checks, remedies and the report then name one absolute path (a
+    remedy quoting ``~/venv/bin/pip`` would name a file nobody has). An absolute path costs
+    nothing; another costs one short command on a remote host. If the host cannot say, the
+    path is left as given (the checks then report that it does not exist)."""
+    venv = spec.venv
+    if not venv or venv.startswith("/"):
+        return spec
+    from dataclasses import replace
+
+    if spec.is_local:
+        return replace(spec, venv=os.path.abspath(os.path.expanduser(venv)))
+    head, _, rest = venv.partition("/")
+    other_user = head[1:] if head.startswith("~") and head != "~" else ""
+    try:
+        result = await transport.run(["sh", "-c", _WHERE, "sh", other_user], timeout=30)
+    except (TransportError, ProbeError) as exc:
+        log.info("venv_not_resolved", host=spec.name, venv=venv, error=str(exc))
+        return spec
+    lines = result.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if result.exit_status != 0 or len(lines) < 2 or not lines[0].startswith("/") or not lines[1].startswith("/"):
+        log.info("venv_not_resolved", host=spec.name, venv=venv, error=result.stderr_tail(1))
+        return spec
+    home, cwd = lines[0], lines[1]
+    if head == "~":
+        absolute = posixpath.join(home, rest)
+    elif other_user:
+        if len(lines) < 3 or not lines[2].startswith("/"):
+            log.info("venv_not_resolved", host=spec.name, venv=venv, error=f"no user {other_user!r} on the host")
+            return spec
+        absolute = posixpath.join(lines[2], rest)
+    else:
+        absolute = posixpath.join(cwd, venv)
+    return replace(spec, venv=posixpath.normpath(absolute))
 
 
 async def gather_facts(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from envdoctor.errors import PatchError
 from envdoctor.fleet import FleetSettings, open_transport
-from envdoctor.gather import gather_facts
+from envdoctor.gather import gather_facts, resolve_venv
 from envdoctor.inventory import HostSpec
 from envdoctor.ledger import outside_environment
 from envdoctor.ledger import LedgerEntry, applied_patches
@@ -59,6 +59,7 @@ async def revert_on_host(spec: HostSpec, settings: FleetSettings, patch_id: str)
     transport = open_transport(spec, settings)
     await transport.connect()
     try:
+        spec = await resolve_venv(transport, spec)
         facts = await gather_facts(transport, spec, sections=["venvs", "patch_files"])
         if facts.problem is not None:
             return HostRevert(spec.name, patch_id, error=facts.problem.message)

@@ -23,7 +23,7 @@ from typing import Any
 from envdoctor.errors import EnvdoctorError, TransportError, UsageError
 from envdoctor.facts import Environment, HostFacts
 from envdoctor.fleet import FleetSettings, open_transport
-from envdoctor.gather import gather_facts
+from envdoctor.gather import gather_facts, resolve_venv
 from envdoctor.graph import CheckGraph, RemedySettings
 from envdoctor.gpu.document import gpu_facts
 from envdoctor.inventory import HostSpec, Stage
@@ -322,6 +322,7 @@ async def run_stage(
 ) -> StageOutcome:
     """Check what the stage requires, then run (or detach) its command on the open transport."""
     command_placeholders(stage.command)
+    spec = await resolve_venv(transport, spec)
     facts = await gather_or_raise(transport, spec)
     results = graph.evaluate(spec, facts, remedies, only=stage.requires) if stage.requires else []
     refused = [r for r in results if r.status.is_problem]
@@ -363,6 +364,7 @@ async def collect_facts_document(
 ) -> dict[str, Any]:
     """Connect, probe once, and build the facts document for one model."""
     async with open_transport(spec, settings) as transport:
+        spec = await resolve_venv(transport, spec)
         facts = await gather_or_raise(transport, spec)
     return facts_document(spec, facts, model_for(spec, facts, model), draft_layers)
 
