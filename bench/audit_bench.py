@@ -13,7 +13,8 @@ cache for everyone (each command runs once untimed first), it measures:
 - issue 16's target, as the user waits for it: `envdoctor audit local --venv V --full` (the
   CLI, default text output) against `openssl dgst -sha256` (1 process) over the same files,
   in wall time and in CPU (user + system of the whole process tree: the CLI, the probe and
-  its workers; xargs and openssl), each from os.wait4 on the command.
+  its workers; xargs and openssl), each from os.wait4 on the command; then, from one more
+  run with --format json, the probe's own CPU by phase (stats.phases).
 
 Each figure is the best of --repeat runs, taken in turns so that a noisy neighbour hits all
 of them alike. CPU is the steadier figure on a shared machine: wall time also counts the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -110,6 +112,10 @@ def user_waits(venv: Path, list_file: Path, repeat: int) -> None:
     print(f"CLI / openssl: wall {cli_wall / ssl_wall:.2f}x (target <= 1.5x: "
           f"{'met' if cli_wall <= 1.5 * ssl_wall else 'NOT met'}), CPU {cli_cpu / ssl_cpu:.2f}x (target <= 1.3x: "
           f"{'met' if cli_cpu <= 1.3 * ssl_cpu else 'NOT met'})")
+    argv = [*commands["envdoctor audit local --venv V --full"][0], "--format", "json"]
+    stats = json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout)["hosts"][0]["stats"]
+    phases = ", ".join(f"{name} {cpu:.3f}" for name, (_, cpu) in stats["phases"].items())
+    print(f"one more run, the probe's own CPU by phase (s; its workers' hashing is not in these): {phases}")
 
 
 def openssl(list_file: Path, parallel: int) -> None:

@@ -12,8 +12,26 @@ import sys
 import time
 
 from envdoctor.probe.audit_hash import HashRun, StatCache, usable_cpus
-from envdoctor.probe.audit_record import fsb, fst, key_text, load_record, read_text, site_distributions, site_path, stat_key
-from envdoctor.probe.audit_snapshot import Snapshot, Watch, distributions_signature, path_exists, snapshot_header
+from envdoctor.probe.audit_record import (
+    digest_hex,
+    fsb,
+    fst,
+    load_record,
+    pack_keys,
+    read_text,
+    site_distributions,
+    site_path,
+    site_paths,
+    stat_key,
+    unpack_keys,
+)
+from envdoctor.probe.audit_snapshot import (
+    Snapshot,
+    Watch,
+    distributions_signature,
+    path_exists,
+    snapshot_header,
+)
 from envdoctor.probe.core import interpreter_prefix, own_site_dirs, section, site_dirs
 
 CODE_SUFFIXES_BYTES = (b".py", b".so", b".pyc", b".pth")
@@ -31,29 +49,32 @@ def list_dir(path, cache, new_dirs, watch):
 
     A folder's mtime changes whenever an entry is added, removed or renamed in it, which is
     all that finding extra files needs."""
+    raw_path = path.encode("utf-8", "surrogateescape")
     try:
-        key = stat_key(os.lstat(fsb(path)))
+        st = os.lstat(raw_path)
     except OSError:
         watch.folder(path, None)
         return [], []
+    key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     watch.folder(path, key)
-    text = key_text(key)
     entry = cache.loaded["dirs"].get(path)
-    if entry and entry[0] == text:
+    if entry and entry[0] == key:
         subdirs, names = entry[1], entry[2]
     else:
         subdirs, names = [], []
         try:
-            for item in os.scandir(fsb(path)):
-                raw = item.name
+            for item in os.scandir(raw_path):
                 if item.is_dir(follow_symlinks=False):
-                    subdirs.append(fst(raw))
-                elif raw.endswith(CODE_SUFFIXES_BYTES):
-                    names.append(fst(raw))
+                    subdirs.append(item.name)
+                elif item.name.endswith(CODE_SUFFIXES_BYTES):
+                    names.append(item.name)
         except OSError:
             pass
+        # Decoded together: one call instead of one per name.
+        subdirs = fst(b"\0".join(subdirs)).split("\0") if subdirs else subdirs
+        names = fst(b"\0".join(names)).split("\0") if names else names
     if cache.settled(key):
-        new_dirs[path] = [text, subdirs, names]
+        new_dirs[path] = [key, subdirs, names]
     return subdirs, names
 
 
@@ -240,9 +261,10 @@ def audit_run(args, emit):
 
     jobs = []
     for path, own in owners.items():
-        if path in results and len(own) == 1:
-            continue  # unchanged since it matched this same RECORD
-        results.pop(path, None)
+        if results and path in results:
+            if len(own) == 1:
+                continue  # unchanged since it matched this same RECORD
+            del results[path]
         # A file with one RECORD entry is compared in the worker; only a difference comes back.
         expected = own[0][1:] if len(own) == 1 else None
         algos = SHA256_ONLY if expected is not None and expected[0] == "sha256" else \
@@ -260,12 +282,14 @@ def audit_run(args, emit):
     hashing.check_pycs(pyc_todo)
     lap("walk")
     hashed_bytes = 0
+    for path, entry in results.items():  # the files the cache vouched for
+        watch.file(path, entry[0])
+    watched = watch.files
     for path, key, digests, head, error in hashing.results():
-        results[path] = [key, digests, head, error]
+        results[path] = (key, digests, head, error)
+        watched[path] = key
         if key is not None and not error:
             hashed_bytes += key[0]
-    for path, entry in results.items():
-        watch.file(path, entry[0])
     lap("hash")
 
     flagged, conflicts, matched = judge_files(prefix, old_prefixes, dists, owners, results, record, watch)
@@ -287,16 +311,19 @@ def audit_run(args, emit):
 
     for path, reason in extras:
         record({"path": path, "distribution": owner(path), "state": "extra", "reason": reason})
+    settled_before = cache.stamp_ns - cache.margin_ns  # cache.settled, inlined for 10,000 files
     try:
         for pyc, source, pkey, skey, why in hashing.pyc_results():
-            watch.file(pyc, pkey)
-            watch.same_file(source, skey)
+            watched[pyc] = pkey
+            if watched.get(source, skey) != skey:
+                watch.unfit = True  # the source changed while the audit ran (Watch.same_file, inlined)
+            watched[source] = skey
             if source in flagged:
                 continue  # the source's own difference already says it
             if why:
                 record({"path": pyc, "distribution": owner(pyc), "state": "modified", "reason": why})
-            elif cache.settled(pkey) and cache.settled(skey) and source in results:
-                pyc_ok[pyc] = key_text(pkey)
+            elif max(pkey[1], pkey[2], skey[1], skey[2]) < settled_before and source in results:
+                pyc_ok[pyc] = pkey
     finally:
         hashing.close()
     lap("bytecode")
@@ -369,13 +396,13 @@ def split_joined(text):
 def vouched_files(dist, entry, results):
     """Files the cache saw match this same RECORD and whose stat has not changed since."""
     vouched = {}
-    for rel, text in zip(split_joined(entry[1][0]), split_joined(entry[1][1])):
+    for rel, old in zip(split_joined(entry[1][0]), unpack_keys(entry[1][1])):
         path = site_path(dist["site"], rel)
         try:
             key = stat_key(os.stat(fsb(path)))
         except OSError:
             continue
-        if key_text(key) == text:
+        if key == old:
             vouched[path] = [key, None, entry[2].get(rel), None]
     results.update(vouched)
     return vouched
@@ -388,7 +415,7 @@ def settled_distributions(dists, cache, results):
     quick = {}
     for index, dist in enumerate(dists):
         entry = cache.loaded["dists"].get(dist["path"])
-        if not entry or dist.get("record_key") is None or entry[0] != key_text(dist["record_key"]):
+        if not entry or dist.get("record_key") is None or entry[0] != dist["record_key"]:
             continue
         vouched = vouched_files(dist, entry, results)
         unhashed = split_joined(entry[3])
@@ -439,7 +466,7 @@ def scheme_roots(prefix, sites):
 
 
 def index_records(dists, quick, roots=None):
-    """path -> [(dist index, algo, hex, size)] for files to judge; every path any RECORD lists.
+    """path -> [(dist index, algo, digest, size)] for files to judge; every path any RECORD lists.
     With `roots`, a path outside them (``../../../../etc/shadow``) is never read: it is put in
     the distribution's "outside" list instead."""
     owners, known, covered = {}, set(), set()
@@ -450,18 +477,34 @@ def index_records(dists, quick, roots=None):
             known.update(quick[index][1])
             unhashed += len(quick[index][1])
             continue
-        dist.update(files=len(dist["rows"]), verified=0, problems=0)
-        for rel, algo, digest, _, size in dist["rows"]:
-            full = site_path(dist["site"], rel)
-            if roots is not None and not full.startswith(roots):
-                if full != os.path.normpath(full) or not (full + "/").startswith(roots):
-                    dist.setdefault("outside", []).append(full)
-                    continue
-            known.add(full)
-            if algo is None:
+        rows = dist["rows"]
+        dist.update(files=len(rows), verified=0, problems=0)
+        paths, odd = site_paths(dist["site"], [row[0] for row in rows])
+        dist["paths"] = paths  # row by row
+        # Plain joins below a site folder in the scheme are all inside it: only the odd rows
+        # (../../../bin/tool) are checked, unless the site folder itself is not in the scheme.
+        if roots is not None and not (dist["site"] + "/").startswith(roots):
+            odd = range(len(rows))
+        for number in sorted(odd):
+            full = paths[number]
+            if roots is not None and not full.startswith(roots) and (
+                    full != os.path.normpath(full) or not (full + "/").startswith(roots)):
+                dist.setdefault("outside", []).append(full)
+        known.update(paths)
+        if dist.get("outside"):
+            known.difference_update(dist["outside"])
+        outside = set(dist.get("outside", ()))
+        for row, full in zip(rows, paths):
+            if outside and full in outside:
+                continue
+            if row[1] is None:
                 unhashed += 1
                 continue
-            owners.setdefault(full, []).append((index, algo, digest, size))
+            own = owners.get(full)
+            if own is None:
+                owners[full] = [(index, row[1], row[2], row[4])]
+            else:
+                own.append((index, row[1], row[2], row[4]))
         for top in dist.get("covers", []):
             covered.add(os.path.join(dist["site"], top))
     return owners, known, covered, unhashed
@@ -496,7 +539,8 @@ def judge_files(prefix, old_prefixes, dists, owners, results, emit, watch):
             continue
         if not error and len(own) == 1:
             record = own[0]
-            if digests.get(record[1]) == record[2] and (record[3] is None or record[3] == key[0]):
+            if digests.get(record[1]) == digest_hex(record[1], record[2]) and \
+                    (record[3] is None or record[3] == key[0]):
                 dists[record[0]]["verified"] += 1
                 matched.add(path)
                 if head:
@@ -515,7 +559,8 @@ def judge_files(prefix, old_prefixes, dists, owners, results, emit, watch):
             flagged.add(path)
             emit(item)
             continue
-        matching = [o for o in own if digests.get(o[1]) == o[2] and (o[3] is None or o[3] == key[0])]
+        matching = [o for o in own
+                    if digests.get(o[1]) == digest_hex(o[1], o[2]) and (o[3] is None or o[3] == key[0])]
         if matching:
             for o in matching:
                 dists[o[0]]["verified"] += 1
@@ -530,15 +575,16 @@ def judge_files(prefix, old_prefixes, dists, owners, results, emit, watch):
             note_stale_shebangs(prefix, first, [path], results, watch)
             continue
         expected = own[-1]
+        expected_hex = digest_hex(expected[1], expected[2])
         if expected[3] is not None and expected[3] != key[0]:
             reason = "size %d, RECORD says %d" % (key[0], expected[3])
         else:
             reason = "content differs from RECORD (%s)" % expected[1]
         if head and path.startswith(bin_dir):
-            moved_from = shebang_rewritten(path, head, expected[1], expected[2], old_prefixes)
+            moved_from = shebang_rewritten(path, head, expected[1], expected_hex, old_prefixes)
             if moved_from:
                 reason = "only the shebang differs: rewritten after the venv moved from %s" % moved_from
-        item.update(state="modified", reason=reason, sha256=digests.get("sha256"), expected=expected[2],
+        item.update(state="modified", reason=reason, sha256=digests.get("sha256"), expected=expected_hex,
                     expected_algo=expected[1])
         for o in own:
             dists[o[0]]["problems"] += 1
@@ -563,7 +609,7 @@ def cached_bytecode(pycs, results, cache, watch):
                 pkey = stat_key(os.stat(fsb(pyc)))
             except OSError:
                 continue
-            if key_text(pkey) == entry:
+            if pkey == entry:
                 ok[pyc] = entry
                 watch.file(pyc, pkey)  # its source's key is watched with the verified files
                 continue
@@ -574,38 +620,40 @@ def cached_bytecode(pycs, results, cache, watch):
 def cache_dists(cache, dists, quick, matched, results):
     """Per distribution with a RECORD: the files that matched it (settled ones only), for next time.
 
-    Entry: [RECORD key, [relative paths, their keys], {relative path: shebang}, unhashed
-    relative paths, complete (every hashed file matched, alone), RECORD notes]. Lists of
-    paths and keys are "\0"-joined: a few long strings are written and read far faster
-    than 20,000 short ones."""
+    Entry: [RECORD key, [relative paths, their stat keys], {relative path: shebang},
+    unhashed relative paths, complete (every hashed file matched, alone), RECORD notes].
+    Relative paths are as RECORD spells them (site_path makes the same path of them) and
+    "\0"-joined: a few long strings are written and read far faster than 20,000 short ones."""
     entries = {}
+    settled_before = cache.stamp_ns - cache.margin_ns  # cache.settled, inlined for 20,000 files
     for index, dist in enumerate(dists):
         if dist.get("record") != "ok" or not cache.settled(dist.get("record_key")):
             continue
         site_dir = dist["site"]
-        if index in quick:
-            hashed, unhashed = quick[index]
+        rels, keys, heads, unhashed, complete = [], [], {}, [], True
+        vouched = index in quick  # every hashed file is one the cache vouched for
+        if vouched:
+            paths, unhashed_paths = quick[index]
+            rows = [(relative_to(site_dir, p), True) for p in paths]  # (RECORD path, hashed) as in a row
+            unhashed = [relative_to(site_dir, p) for p in unhashed_paths]
         else:
-            hashed = [site_path(site_dir, r[0]) for r in dist["rows"] if r[1] is not None]
-            unhashed = [site_path(site_dir, r[0]) for r in dist["rows"] if r[1] is None]
-        rels, keys, heads, complete = [], [], {}, True
-        inside, cut = site_dir + "/", len(site_dir) + 1
-        settled_before = cache.stamp_ns - cache.margin_ns  # cache.settled, inlined for 20,000 files
-        vouched = index in quick
-        for path in hashed:
-            result = results.get(path)
+            paths, rows = dist["paths"], dist["rows"]
+        for path, row in zip(paths, rows):
+            rel = row[0]
+            if row[1] is None:
+                unhashed.append(rel)
+                continue
+            result = results.get(path) if vouched or path in matched else None
             key = result[0] if result else None
-            if key is None or not vouched and path not in matched or max(key[1], key[2]) >= settled_before:
+            if key is None or key[1] >= settled_before or key[2] >= settled_before:
                 complete = False
                 continue
-            rel = path[cut:] if path.startswith(inside) else os.path.relpath(path, site_dir)
             rels.append(rel)
-            keys.append("%d:%d:%d:%d" % (key[0], key[1], key[2], key[3]))
+            keys.append(key)
             if result[2]:
                 heads[rel] = result[2]
-        entries[dist["path"]] = [key_text(dist["record_key"]), ["\0".join(rels), "\0".join(keys)], heads,
-                                 "\0".join(relative_to(site_dir, p) for p in unhashed), complete,
-                                 dist.get("record_notes", [])]
+        entries[dist["path"]] = [dist["record_key"], ["\0".join(rels), pack_keys(keys)], heads,
+                                 "\0".join(unhashed), complete, dist.get("record_notes", [])]
     return entries
 
 

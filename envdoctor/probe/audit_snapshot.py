@@ -38,7 +38,7 @@ _SIGNATURE_KEYS = ("name", "version", "path", "site", "kind", "record", "install
 
 
 def words_digest(words):
-    return hashlib.sha1(array("q", words).tobytes()).hexdigest()
+    return hashlib.sha1((words if isinstance(words, array) else array("q", words)).tobytes()).hexdigest()
 
 
 def distributions_signature(dists):
@@ -88,31 +88,25 @@ class Watch(object):
     def interpreter(self, path, exists):
         self.interpreters[path] = exists
 
-    def newest(self):
-        """The latest timestamp among the keys (0 when there are none)."""
-        newest = 0
-        for key in self.folders.values():
-            if key is not None and max(key[1], key[2]) > newest:
-                newest = max(key[1], key[2])
-        for key in self.files.values():
-            if key is not None and max(key[1], key[2]) > newest:
-                newest = max(key[1], key[2])
-        return newest
-
     def chunks(self):
-        """([[folders bytes, files bytes, digest]], the bytes): contiguous slices of each list
-        of paths, "\0"-joined and relative to the base when under it, with a digest of their
-        keys in that order. The paths go after the JSON as raw bytes: read, never decoded."""
-        meta, parts = [], []
+        """([[folders bytes, files bytes, digest]], the bytes, the latest timestamp among the
+        keys or 0): contiguous slices of each list of paths, "\0"-joined and relative to the
+        base when under it, with a digest of their keys in that order. The paths go after the
+        JSON as raw bytes: read, never decoded."""
+        meta, parts, newest = [], [], 0
         columns = []
         for entries in (list(self.folders.items()), list(self.files.items())):
             size = -(-len(entries) // CHUNKS)
             columns.append([entries[i * size:(i + 1) * size] for i in range(CHUNKS)])
         for folders, files in zip(*columns):
             joined = [self.joined(folders), self.joined(files)]
-            meta.append([len(joined[0]), len(joined[1]), words_digest(_words(folders) + _words(files))])
+            words = _words(folders)
+            words.extend(_words(files))
+            if words:
+                newest = max(newest, max(words[1::4]), max(words[2::4]))
+            meta.append([len(joined[0]), len(joined[1]), words_digest(words)])
             parts.extend(joined)
-        return meta, b"".join(parts)
+        return meta, b"".join(parts), newest
 
     def joined(self, entries):
         if not entries:
@@ -123,13 +117,18 @@ class Watch(object):
 
 
 def _words(entries):
-    words = []
+    """The keys of (path, key) entries as 64-bit words: MISSING for None, the inode's top bit
+    dropped. An array extended in C from each key; a key that does not fit (an inode above
+    2**63) sends the whole list the slow way."""
+    words = array("q")
     add = words.extend
-    for _, key in entries:
-        if key is None:
-            add(MISSING)
-        else:
-            add((key[0], key[1], key[2], key[3] & _INO_MASK))
+    try:
+        for _, key in entries:
+            add(MISSING if key is None else key)
+    except OverflowError:
+        words = array("q")
+        for _, key in entries:
+            words.extend(MISSING if key is None else (key[0], key[1], key[2], key[3] & _INO_MASK))
     return words
 
 
@@ -279,14 +278,13 @@ class Snapshot(object):
         """Keep this audit for replay if every key it rests on is settled; else drop the old one."""
         if not self.path or not self.cache.writable:
             return False
-        fit = not watch.unfit and settled_record_keys and watch.newest() + self.cache.margin_ns < self.cache.stamp_ns
-        if not fit:
+        meta, paths, newest = watch.chunks() if not watch.unfit and settled_record_keys else (None, None, None)
+        if newest is None or newest + self.cache.margin_ns >= self.cache.stamp_ns:
             try:
                 os.unlink(fsb(self.path))
             except OSError:
                 pass
             return False
-        meta, paths = watch.chunks()
         return write_private(self.cache.folder, SNAPSHOT_NAME, {
             "header": self.header, "signature": signature, "interpreters": watch.interpreters,
             "base": watch.base, "chunks": meta, "data": data, "items": items,

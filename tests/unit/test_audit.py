@@ -19,8 +19,9 @@ B64 = base64.urlsafe_b64encode(hashlib.sha256(DATA).digest()).rstrip(b"=").decod
 
 
 def test_record_hash_urlsafe_base64_without_padding():
-    """A RECORD digest is urlsafe base64 without padding; it is returned as hex."""
-    assert audit_record.parse_record_hash(f"sha256={B64}") == ("sha256", HEX, "b64")
+    """A RECORD digest is urlsafe base64 without padding; it is kept as that text, which is the hex's."""
+    assert audit_record.parse_record_hash(f"sha256={B64}") == ("sha256", B64, "b64")
+    assert audit_record.digest_hex("sha256", B64) == HEX
 
 
 def test_record_hash_hex_is_accepted_but_marked():
@@ -44,7 +45,7 @@ def test_parse_record_rows_and_problems():
             "only,two\n"
             f"pkg/b.py,sha256={B64},big\n")
     rows, problems = audit_record.parse_record(text)
-    assert rows[0] == ("pkg/a.py", "sha256", HEX, "b64", len(DATA))
+    assert rows[0] == ("pkg/a.py", "sha256", B64, "b64", len(DATA))
     assert rows[1] == ("pkg-1.0.dist-info/RECORD", None, None, "none", None)
     assert rows[3][0] == "pkg/with space, and comma.py"
     assert any("2 fields" in p for p in problems) and any("not a number" in p for p in problems)
@@ -289,3 +290,50 @@ def test_open_regular_refuses_a_fifo_at_once_and_reads_a_file(tmp_path):
     (tmp_path / "file").write_bytes(b"data")
     with open_regular(str(tmp_path / "file")) as handle:
         assert handle.read() == b"data"
+
+
+def test_site_paths_normalize_only_the_odd_rows_as_site_path_does():
+    """One join for plain rows; ../, ./, // and absolute rows anywhere come out as site_path makes them."""
+    site = "/v/lib/python3.11/site-packages"
+    rels = ["a.py", "../../../bin/tool", "pkg/b.py", "pkg/./c.py", "x//y.py", "/etc/passwd", "pkg/d.py",
+            "../../../bin/other", "last.py"]
+    for order in (rels, rels[::-1], rels[1:], ["/abs.py", *rels]):
+        paths, odd = audit_record.site_paths(site, order)
+        assert paths == [audit_record.site_path(site, r) for r in order]
+        assert {order[i] for i in odd} == {r for r in order if audit_record.site_path(site, r) != f"{site}/{r}"}
+    assert audit_record.site_paths(site, ["a.py", "b.py"]) == ([f"{site}/a.py", f"{site}/b.py"], set())
+
+
+def test_pyc_of_a_missing_source_is_not_judged_and_a_stale_one_beside_a_hashed_source_is(fake_env):
+    """A RECORD-listed source that is gone: `missing`, and its .pyc (never loaded) says nothing;
+    a .pyc beside a hashed source whose header is another source's is flagged."""
+    import importlib.util
+    import os
+    import py_compile
+
+    prefix, site = fake_env
+    (site / "pkg").mkdir()
+    gone, kept = site / "pkg" / "gone.py", site / "pkg" / "kept.py"
+    for path in (gone, kept):
+        path.write_bytes(b"v = 1\n")
+        py_compile.compile(str(path), doraise=True)
+    write_dist(site, "pkg", "1.0", [("pkg/gone.py", b"v = 1\n", "b64"), ("pkg/kept.py", b"v = 1\n", "b64")])
+    gone.unlink()
+    st = kept.stat()
+    os.utime(kept, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))
+    data, items = run_section(prefix, full=True)
+    assert items[str(gone)]["state"] == "missing"
+    assert importlib.util.cache_from_source(str(gone)) not in items
+    assert "header" in items[importlib.util.cache_from_source(str(kept))]["reason"]
+    assert data["stats"]["pyc_checked"] == 2
+
+
+def test_stat_keys_pack_into_words_and_an_inode_above_2_63_falls_back_to_text():
+    """Stat keys are cached as one string of words, or as text when one does not fit; both come back equal."""
+    keys = [[10, 1_700_000_000_123_456_789, 1_700_000_000_987_654_321, 42], [0, 0, 0, 1]]
+    packed = audit_record.pack_keys(keys)
+    assert isinstance(packed, bytes) and len(packed) == 8 * 4 * len(keys)
+    assert audit_record.unpack_keys(packed) == keys
+    huge = [*keys, [1, 2, 3, 2**63 + 5]]
+    texts = audit_record.pack_keys(huge)
+    assert texts == [audit_record.key_text(k) for k in huge] and audit_record.unpack_keys(texts) == huge

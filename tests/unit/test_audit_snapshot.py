@@ -168,3 +168,10 @@ def test_non_utf8_names_survive_the_snapshot(env, monkeypatch):
     os.unlink(raw)
     third, items = run_section(prefix)
     assert not third["stats"]["snapshot"].startswith(REPLAYED) and items == {}
+
+
+def test_snapshot_words_drop_the_top_inode_bit_as_the_stat_pass_does():
+    """An inode above 2**63 is digested without its top bit, as stat_chunk digests it; None is MISSING."""
+    words = audit_snapshot._words([("a", [1, 2, 3, 4]), ("b", None), ("c", [5, 6, 7, 2**63 + 9])])
+    assert list(words) == [1, 2, 3, 4, *audit_snapshot.MISSING, 5, 6, 7, 9]
+    assert audit_snapshot.words_digest(words) == audit_snapshot.words_digest(list(words))
