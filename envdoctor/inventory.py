@@ -257,13 +257,25 @@ def _gpu_count(value: int | None, *, where: str) -> int | None:
     return value
 
 
-_DESTINATION = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
+#: As ssh reads a destination: the user is all before the last ``@``; a bare IPv6 address
+#: (two or more colons) has no port; a name may hold ``[`` after its first character.
+_DESTINATION = re.compile(r"^(?:(?P<user>\S+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[][^:@\s]*"
+                          r"|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[\w.-]+)?)(?::(?P<port>\d+))?$")
 
 
 def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
     """``user@host[:port]``, ``host:port``, ``[v6addr]:port``, ``ssh://user@host:port`` or a bare alias."""
-    if text[:6].lower() == "ssh://":  # a URI, as ssh accepts it
-        text = text[6:].rstrip("/")
+    if text[:6].lower() == "ssh://":  # a URI, as ssh's parse_uri accepts it
+        from envdoctor.transport.ssh_config import parse_port, parse_ssh_uri
+
+        try:
+            uri_user, uri_host, port_text = parse_ssh_uri("ssh://" + text[6:])
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        uri_port = parse_port(port_text) if port_text else None
+        if uri_port is not None and uri_port <= 0:
+            raise ConfigError(f"{where}: {text!r}: port {port_text!r} is not a port number or service name")
+        return SSHTarget(host=uri_host, user=uri_user, port=uri_port)
     if text.startswith("-"):
         raise ConfigError(f"{where}: {text!r} is not a host (it starts with '-')")
     match = _DESTINATION.match(text)
@@ -272,7 +284,8 @@ def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
     port = int(match["port"]) if match["port"] else None
     if port is not None and not 0 < port < 65536:
         raise ConfigError(f"{where}: port {port} is out of range")
-    return SSHTarget(host=match["host"].strip("[]"), user=match["user"], port=port)
+    host = match["host"]
+    return SSHTarget(host=host[1:-1] if host.startswith("[") else host, user=match["user"], port=port)
 
 
 def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:

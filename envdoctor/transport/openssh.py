@@ -13,14 +13,15 @@ import asyncio
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
 from envdoctor.transport import ssh_g_cache
+from envdoctor.transport.ssh_config import parse_jump
 from envdoctor.transport.ssh_config_resolve import BUILTIN, resolve_builtin
-from envdoctor.transport.ssh_tokens import TokenContext, expand_path, local_account
+from envdoctor.transport.ssh_tokens import TokenContext, expand_identity_files, local_account
 from envdoctor.transport.target import ConnectionPlan, ResolvedHost, SSHOptions, SSHTarget
 
 log = get_logger(__name__)
@@ -33,37 +34,11 @@ MAX_JUMP_DEPTH = 8
 MAX_SSH_G_OUTPUT = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class JumpSpec:
-    """One ProxyJump hop as written: ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``."""
-
-    host: str
-    user: str | None = None
-    port: int | None = None
-
-
-def parse_jump(text: str) -> JumpSpec:
-    rest = text[len("ssh://"):].rstrip("/") if text.lower().startswith("ssh://") else text
-    user, _, hostport = rest.rpartition("@")
-    port_text = ""
-    if hostport.startswith("["):
-        host, _, after = hostport[1:].partition("]")
-        port_text = after[1:] if after.startswith(":") else after
-    else:
-        host, _, port_text = hostport.partition(":")
-    if not host or (port_text and not port_text.isdigit()) or host.startswith("-"):
-        raise ConfigError(f"ProxyJump hop {text!r} is not [user@]host[:port] or ssh://[user@]host[:port]")
-    port = int(port_text) if port_text else None
-    if port is not None and not 0 < port < 65536:
-        raise ConfigError(f"ProxyJump hop {text!r}: port {port} is out of range")
-    return JumpSpec(host, user or None, port)
-
-
 def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
     """The values of ``ssh -G`` output that envdoctor connects with."""
     single: dict[str, str] = {}
     identity: list[str] = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # one setting a line; a value may hold any other line break
         key, _, value = line.partition(" ")
         if key == "identityfile":
             identity.append(value)
@@ -79,7 +54,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
     timeout = single.get("connecttimeout", "none")
     return ResolvedHost(
         host=destination, hostname=hostname, port=port, user=user,
-        identity_files=tuple(f if f == "none" else expand_path(f, context, "IdentityFile") for f in identity),
+        identity_files=expand_identity_files(((f, "IdentityFile") for f in identity), context),
         identities_only=single.get("identitiesonly") == "yes",
         proxy_jump=tuple(jump.split(",")) if jump and jump != "none" else None,
         proxy_command=single.get("proxycommand") if single.get("proxycommand") not in (None, "none") else None,

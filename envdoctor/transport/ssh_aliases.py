@@ -14,7 +14,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from envdoctor.transport.ssh_config import include_paths, match_pattern, read_config
+from envdoctor.transport.ssh_config import include_paths, match_pattern, read_config, strdelim_words
 
 MAX_DEPTH = 16
 WILDCARDS = frozenset("*?")
@@ -57,7 +57,7 @@ def config_host_names(files: Sequence[tuple[str, bool]]) -> ConfigHostNames:
                 host_lines.append(line.args)
                 literal.extend(p for p in line.args if not p.startswith("!") and not set(p) & WILDCARDS)
             elif line.keyword == "match":
-                words = list(line.args)
+                words = strdelim_words(line.raw)  # as ssh reads Match: `originalhost=web` too
                 for attribute, value in zip(words, words[1:]):
                     if attribute.lower() == "originalhost":
                         literal.extend(p for p in value.split(",") if p and not p.startswith("!")

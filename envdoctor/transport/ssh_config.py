@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import socket
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -70,21 +71,127 @@ def split_args(text: str, where: str) -> list[str]:
     return words
 
 
-_KEYWORD = re.compile(r"[ \t]*([^ \t\"=]*)[ \t]*(?:=[ \t]*)?(.*)$", re.DOTALL)
+_DELIMITERS = " \t\r\n\"="
+
+
+def strdelim_words(text: str) -> list[str]:
+    """Words as OpenSSH's ``strdelim`` takes them, which ``Match`` uses (not argv_split): a
+    ``=`` also separates, a double quote groups, an empty word or one starting with ``#`` ends
+    the list."""
+    words: list[str] = []
+    rest: str | None = text.lstrip(" \t")
+    while rest:
+        cut = next((i for i, c in enumerate(rest) if c in _DELIMITERS), -1)
+        if cut < 0:
+            word, rest = rest, None
+        elif rest[cut] == '"':
+            joined = rest[:cut] + rest[cut + 1 :]
+            close = joined.find('"', cut)
+            if close < 0:
+                break  # no matching quote: ssh sees no word
+            word, rest = joined[:close], joined[close + 1 :].lstrip(" \t\r\n")
+        else:
+            equals = rest[cut] == "="
+            word, rest = rest[:cut], rest[cut + 1 :].lstrip(" \t\r\n")
+            if rest.startswith("=") and not equals:
+                rest = rest[1:].lstrip(" \t\r\n")
+        if not word or word.startswith("#"):
+            break
+        words.append(word)
+    return words
+
+
+#: The keyword as strdelim takes it: up to whitespace (CR and LF count), a quote or one ``=``.
+_KEYWORD = re.compile(r"[ \t\r\n]*([^ \t\r\n\"=]*)[ \t\r\n]*(?:=[ \t\r\n]*)?(.*)$", re.DOTALL)
 
 
 def parse_lines(text: str, path: str) -> list[Line]:
     """The directives of one file, in order (blank lines and comments dropped)."""
     lines = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at LF only, as ssh's getline: a lone CR, a form feed or U+0085 is part of a line.
+    for number, line in enumerate(text.split("\n"), 1):
         where = f"{path}:{number}"
-        line = line.rstrip(" \t\r\f")
+        line = line.rstrip(" \t\r\n\f")
         match = _KEYWORD.match(line)
         keyword, rest = (match[1], match[2]) if match else ("", "")
         if not keyword or keyword.startswith("#"):
             continue
         lines.append(Line(keyword.lower(), tuple(split_args(rest, where)), rest, where))
     return lines
+
+
+def parse_port(text: str) -> int:
+    """OpenSSH's ``a2port``: a number 0-65535 (strtonum) or a TCP service name; -1 if neither."""
+    if re.fullmatch(r"[ \t\n\r\f\v]*[+-]?\d+", text):
+        number = int(text)
+        return number if 0 <= number <= 65535 else -1
+    try:
+        return socket.getservbyname(text, "tcp")
+    except (OSError, UnicodeError):
+        return -1
+
+
+_DOMAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def parse_ssh_uri(text: str) -> tuple[str | None, str, str | None]:
+    """``ssh://[user[;params]@]host[:port][/]`` as OpenSSH's ``parse_uri`` reads it: (user, host,
+    port as written). The host must be a domain name or IPv4 address (ssh refuses ``[v6]`` in
+    a URI); a path is refused. Raises ConfigError naming what is wrong."""
+    rest = text[6:]
+    user = None
+    if "@" in rest:
+        user, _, rest = rest.partition("@")  # the first @, as ssh's strchr
+        user = user.split(";", 1)[0]
+        if not user:
+            raise ConfigError(f"{text!r}: the ssh:// URI has an empty user name")
+        import urllib.parse  # (only for a URI's user, as ssh's urldecode)
+
+        user = urllib.parse.unquote(user)
+    if rest.startswith("["):
+        host, close, after = rest[1:].partition("]")
+        if not close or after[:1] not in ("", ":", "/"):
+            raise ConfigError(f"{text!r}: unbalanced [ in the ssh:// URI")
+        delimiter, rest = after[:1], after[1:]
+    else:
+        cut = next((i for i, c in enumerate(rest) if c in ":/"), len(rest))
+        host, delimiter, rest = rest[:cut], rest[cut : cut + 1], rest[cut + 1 :]
+    if not _DOMAIN.fullmatch(host) or ".." in host:
+        raise ConfigError(f"{text!r}: {host!r} is not a host name ssh takes in an ssh:// URI (no IPv6 there)")
+    host = host.removesuffix(".")
+    port = None
+    if delimiter == ":":
+        port, _, rest = rest.partition("/")
+    if rest:
+        raise ConfigError(f"{text!r}: an ssh:// destination has no path")
+    return user, host, port
+
+
+@dataclass(frozen=True)
+class JumpSpec:
+    """One ProxyJump hop as written: ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+
+def parse_jump(text: str) -> JumpSpec:
+    """One hop as ssh reads it: an ``ssh://`` URI (parse_uri), else ``[user@]host[:port]``."""
+    if text.startswith("ssh://"):
+        user, host, port_text = parse_ssh_uri(text)
+    else:
+        user, _, hostport = text.rpartition("@")
+        port_text = ""
+        if hostport.startswith("["):
+            host, _, after = hostport[1:].partition("]")
+            port_text = after.removeprefix(":")
+        else:
+            host, _, port_text = hostport.partition(":")
+    port = parse_port(port_text) if port_text else None  # a number or a service name, as ssh's a2port
+    if not host or host.startswith("-") or port is not None and port <= 0:
+        raise ConfigError(f"ProxyJump hop {text!r} is not [user@]host[:port] or ssh://[user@]host[:port]")
+    return JumpSpec(host, user or None, port)
 
 
 def match_pattern(name: str, pattern: str) -> bool:
@@ -112,7 +219,7 @@ def read_config(path: str) -> list[Line]:
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):  # ssh reads a folder a glob names as empty
         return []
     except OSError as exc:
         raise ConfigError(f"cannot read SSH config {path}: {exc.strerror or exc}") from None

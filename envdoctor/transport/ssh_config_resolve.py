@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,13 +20,24 @@ from envdoctor.transport.ssh_config import (
     include_paths,
     match_pattern,
     match_pattern_list,
+    parse_jump,
+    parse_port,
     read_config,
+    strdelim_words,
 )
-from envdoctor.transport.ssh_tokens import TokenContext, expand_path, local_account, tilde_expand
+from envdoctor.transport.ssh_tokens import (
+    TokenContext,
+    expand_identity_files,
+    expand_path,
+    local_account,
+    tilde_expand,
+)
+from envdoctor.transport.ssh_values import check_value, convtime
 from envdoctor.transport.target import ResolvedHost
 
 BUILTIN = "built-in parser"
 MAX_INCLUDE_DEPTH = 16
+MAX_IDENTITY_FILES = 100  # SSH_MAX_IDENTITY_FILES
 DEFAULT_IDENTITY_FILES = tuple(
     f"~/.ssh/{name}" for name in ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa")
 )
@@ -35,7 +47,7 @@ STRICT_VALUES = {"yes": "true", "true": "true", "no": "false", "false": "false",
                  "ask": "ask", "accept-new": "accept-new"}
 BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 #: Keywords that take exactly one argument (more is an error, as in ssh).
-SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly", "proxyjump",
+SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
                     "canonicalizehostname"})
 
@@ -107,10 +119,12 @@ def evaluate_file(state: Evaluation, path: str, *, user_config: bool, active: bo
     """One file in order; ``active`` says whether its lines before any Host/Match apply."""
     for line in lines_of(path):
         keyword, args = line.keyword, line.args
+        if not line.raw.strip(" \t\r\n"):
+            raise ConfigError(f"{line.where}: no argument after keyword {keyword!r}")
         if keyword == "host":
             active = not never_match and host_line_matches(state.host, args, line.where)
         elif keyword == "match":
-            active = match_line(state, args, line.where) and not never_match
+            active = match_line(state, strdelim_words(line.raw), line.where) and not never_match
         elif keyword == "include":
             if not args:
                 raise ConfigError(f"{line.where}: Include needs a file name")
@@ -151,7 +165,8 @@ def match_line(state: Evaluation, args: Sequence[str], where: str) -> bool:
         negate = attribute.startswith("!")
         name = (attribute[1:] if negate else attribute).lower()
         if name == "all":
-            if attributes or words:
+            # readconf.c lets 'all' follow one other criterion (it then changes nothing).
+            if attributes > 1 or words:
                 raise ConfigError(f"{where}: Match 'all' cannot be combined with other criteria")
             return result and not negate
         attributes += 1
@@ -196,20 +211,42 @@ def hostname_so_far(state: Evaluation) -> str:
 
 
 def expand_hostname(value: str, host: str) -> str:
-    """HostName knows ``%h`` and ``%%`` only."""
-    return re.sub(r"%([%h])", lambda m: host if m[1] == "h" else "%", value)
+    """HostName knows ``%h`` and ``%%`` only; any other token is an error, as in ssh."""
 
+    def one(match: re.Match[str]) -> str:
+        if match[1] == "h":
+            return host
+        if match[1] == "%":
+            return "%"
+        shown = f"%{match[1]}" if match[1] else "a trailing %"
+        raise ConfigError(f"HostName {value!r}: unknown token {shown} (HostName knows only %h and %%)")
 
-_TIME = re.compile(r"(\d+)([smhdwSMHDW]?)")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    return re.sub(r"%(.?)", one, value, flags=re.DOTALL)
 
 
 def parse_time(text: str, where: str) -> float:
-    """OpenSSH's ``convtime``: ``90``, ``1m30s``, ``2h``."""
-    parts = _TIME.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
+    """OpenSSH's ``convtime``: ``90``, ``1m30s``, ``2h``; more than INT_MAX seconds is invalid."""
+    seconds = convtime(text)
+    if seconds is None:
         raise ConfigError(f"{where}: invalid time value {text!r}")
-    return float(sum(int(n) * _UNITS[u.lower()] for n, u in parts))
+    return float(seconds)
+
+
+def jump_value(args: Sequence[str], where: str) -> str:
+    """A ProxyJump value as OpenSSH 9.2 (Debian) reads it: its first word (later words are
+    ignored); ``none`` in any case; otherwise every comma-separated hop must be
+    ``[user@]host[:port]`` or an ``ssh://`` URI without a path."""
+    text = args[0] if args else ""
+    if not text:
+        raise ConfigError(f"{where}: ProxyJump needs a value")
+    if text.lower() == "none":
+        return "none"
+    for hop in text.split(","):
+        try:
+            parse_jump(hop)
+        except ConfigError:
+            raise ConfigError(f"{where}: Invalid ProxyJump {text!r}") from None
+    return text
 
 
 def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
@@ -222,6 +259,7 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
             return
         raise ConfigError(f"{where}: Bad configuration option: {keyword}",
                           hint="remove it, or name it in IgnoreUnknown before it (as ssh requires)")
+    check_value(keyword, args, where)
     if keyword == "ignoreunknown":
         if active and args:
             state.first(keyword, args[0], where)
@@ -234,9 +272,9 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
     value = args[0] if args else ""
     parsed: object = value
     if keyword == "port":
-        if not value.isdigit() or not 0 < int(value) < 65536:
-            raise ConfigError(f"{where}: bad port number {value!r}")
-        parsed = int(value)
+        parsed = parse_port(value)
+        if parsed <= 0:
+            raise ConfigError(f"{where}: bad port {value!r}")
     elif keyword in ("identitiesonly", "checkhostip"):
         if value.lower() not in BOOLEANS:
             raise ConfigError(f"{where}: {keyword} must be yes or no, not {value!r}")
@@ -246,21 +284,40 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
             raise ConfigError(f"{where}: bad StrictHostKeyChecking value {value!r}")
         parsed = STRICT_VALUES[value.lower()]
     elif keyword == "connecttimeout":
-        parsed = None if value.lower() == "none" else parse_time(value, where)
+        parsed = None if value == "none" else parse_time(value, where)
     elif keyword in ("userknownhostsfile", "globalknownhostsfile"):
         if not args:
             raise ConfigError(f"{where}: {keyword} needs a file name")
-        parsed = tuple(args)
+        if any(not a for a in args):
+            raise ConfigError(f"{where}: {keyword} has an empty argument")
+        if any(a.lower() == "none" for a in args) and len(args) > 1:
+            raise ConfigError(f'{where}: {keyword} "none" must appear alone')
+        parsed = ("none",) if args[0].lower() == "none" else tuple(args)
+    elif keyword == "proxyjump":
+        parsed = jump_value(args, where)  # checked where it does not apply too
     if not active:
         return
     if keyword == "identityfile":
-        state.identity_files.append((value, where))
+        if len(state.identity_files) >= MAX_IDENTITY_FILES:
+            raise ConfigError(f"{where}: too many identity files (ssh takes at most {MAX_IDENTITY_FILES})")
+        if all(value != known for known, _ in state.identity_files):  # ssh drops a repeat (as written)
+            state.identity_files.append((value, where))
     elif keyword == "proxyjump":
-        state.first("proxy", ("jump", value), where)
+        state.first("proxy", ("jump", parsed), where)
     elif keyword == "proxycommand":
         state.first("proxy", ("command", line.raw.strip()), where)
     elif keyword == "canonicalizehostname":
-        state.first(keyword, value.lower(), where)
+        state.first(keyword, {"true": "yes", "false": "no"}.get(value.lower(), value.lower()), where)
+    elif keyword in ("canonicaldomains", "canonicalizepermittedcnames") and args:
+        state.first(keyword, tuple(args), where)
+    elif keyword == "canonicalizemaxdots" and value.isdigit():
+        state.first(keyword, int(value), where)
+    elif keyword in ("controlpath", "identityagent") or keyword == "forwardagent" and value.lower() not in BOOLEANS:
+        state.first(f"expand:{keyword}", value, where)
+    elif keyword == "forwardagent":
+        state.first(f"expand:{keyword}", "", where)  # yes/no: nothing to expand, and a later path is not used
+    elif keyword == "remotecommand":
+        state.first(f"expand:{keyword}", line.raw.lstrip(" \t="), where)
     elif keyword in SINGLE or keyword in ("userknownhostsfile", "globalknownhostsfile"):
         state.first(keyword, parsed, where)
 
@@ -280,6 +337,7 @@ def run_pass(files: list[tuple[str, bool]], state: Evaluation) -> None:
 def resolve_builtin(destination: str, *, config_file: str | None = None, user: str | None = None,
                     port: int | None = None) -> ResolvedHost:
     """Resolve one destination as ``ssh -G [-F FILE] [-l USER] [-p PORT] DESTINATION`` would."""
+    check_command_line(destination, user)
     files = config_files_for(config_file)
     if config_file is not None and not lines_of(config_file) and not _readable(config_file):
         raise ConfigError(f"cannot read SSH config {config_file}")
@@ -290,14 +348,91 @@ def resolve_builtin(destination: str, *, config_file: str | None = None, user: s
         state.first("port", port, "command line")
     run_pass(files, state)
     canonicalize = str(state.values.get("canonicalizehostname", ("no", ""))[0])
+    hostname = ssh_hostname(expand_hostname(str(state.values.get("hostname", (destination, ""))[0]), destination))
+    refuse_dns(state, hostname, canonicalize)
     if state.want_final_pass or canonicalize in ("yes", "always"):
-        hostname = expand_hostname(str(state.values.get("hostname", (destination, ""))[0]), destination).lower()
         source = state.values.get("hostname", (None, "destination"))[1]
         state.values["hostname"] = (hostname, source)
         state = Evaluation(host=hostname, original_host=destination, final_pass=True, values=state.values,
                            identity_files=state.identity_files)
         run_pass(files, state)
     return finish(state, destination)
+
+
+def refuse_dns(state: Evaluation, hostname: str, canonicalize: str) -> None:
+    """ssh canonicalises a name by asking DNS (CanonicalDomains, a name ending in ``.``, or
+    CanonicalizePermittedCNAMEs); the built-in parser never does, so it says so instead of
+    answering differently."""
+    _, proxy = state.values.get("proxy", (("", None), ""))[0]  # type: ignore[misc]  # a pair by construction
+    direct = proxy is None or str(proxy).lower() == "none"
+    if numeric_address(hostname) is not None:
+        return  # an address: no lookup
+    domains = tuple(state.values.get("canonicaldomains", ((), ""))[0])  # type: ignore[arg-type]  # a tuple
+    max_dots = int(state.values.get("canonicalizemaxdots", (1, ""))[0])  # type: ignore[call-overload]  # an int
+    cnames = tuple(state.values.get("canonicalizepermittedcnames", ((), ""))[0])  # type: ignore[arg-type]
+    asks = False
+    if canonicalize == "always" or canonicalize == "yes" and direct:
+        asks = hostname.endswith(".") or bool(domains) and domains[0].lower() != "none" and \
+            hostname.count(".") <= max_dots
+    if cnames and cnames[0].lower() != "none" and (direct or canonicalize == "always"):
+        asks = True
+    if asks:
+        raise UnresolvableError(
+            f"{hostname}: CanonicalizeHostname asks DNS for this name, which the built-in SSH config parser never does",
+            hint="install the OpenSSH client (ssh) so that `ssh -G` resolves this host exactly")
+
+
+def check_expansions(values: dict[str, tuple[object, str]], context: TokenContext) -> None:
+    """ssh expands ControlPath, IdentityAgent, ForwardAgent's path and RemoteCommand before
+    ``ssh -G`` prints anything: a token or variable it cannot expand fails the whole command."""
+    for keyword in ("controlpath", "identityagent", "forwardagent", "remotecommand"):
+        value, where = values.get(f"expand:{keyword}", ("", ""))
+        if not value or keyword != "remotecommand" and str(value).lower() == "none":
+            continue
+        if keyword == "remotecommand":  # % tokens only: a ${ stays as written
+            _check_percent_only(str(value), context, where)
+        else:
+            expand_path(str(value), context, where)
+
+
+def _check_percent_only(text: str, context: TokenContext, where: str) -> None:
+    tokens = context.table()
+    for found in re.finditer(r"%(.?)", text.replace("%%", ""), flags=re.DOTALL):
+        if found[1] not in tokens:
+            raise ConfigError(f"{where}: unknown token %{found[1]} in {text!r}")
+
+
+def numeric_address(name: str) -> str | None:
+    """An IP address in the numeric form ssh's getnameinfo gives it; None for a name."""
+    try:
+        info = socket.getaddrinfo(name, None, flags=socket.AI_NUMERICHOST)
+        return socket.getnameinfo(info[0][4], socket.NI_NUMERICHOST)[0]
+    except (OSError, UnicodeError, ValueError):
+        return None
+
+
+def ssh_hostname(name: str) -> str:
+    """The host name as ssh ends with it: an IP address in its numeric form (``127.1`` is
+    ``127.0.0.1``; the case of an IPv6 address kept when only case differs), else lower case."""
+    numeric = numeric_address(name)
+    if numeric is None:
+        return name.lower()
+    return name if numeric.lower() == name.lower() else numeric
+
+
+#: What ssh refuses in a host name and a user given on its command line (ssh.c's valid_hostname
+#: and valid_ruser; Debian's OpenSSH 9.2 also refuses a comma in the host).
+BAD_HOST_CHARS = frozenset("'`\"$\\;&<>|(){},")
+BAD_USER_CHARS = frozenset("'`\";&<>|(){}")
+
+
+def check_command_line(destination: str, user: str | None) -> None:
+    if destination.startswith("-") or any(c in BAD_HOST_CHARS or c.isspace() or not c.isprintable()
+                                          for c in destination):
+        raise ConfigError(f"{destination!r}: hostname contains invalid characters")
+    if user is not None and (user.startswith("-") or user.endswith("\\") or any(c in BAD_USER_CHARS for c in user)
+                             or re.search(r"\s-", user)):
+        raise ConfigError(f"{user!r}: remote username contains invalid characters")
 
 
 def _readable(path: str) -> bool:
@@ -314,7 +449,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         sources[key] = where
         return value
 
-    hostname = expand_hostname(str(get("hostname", destination)), destination).lower()
+    hostname = ssh_hostname(expand_hostname(str(get("hostname", destination)), destination))
     if "hostname" not in values:
         sources["hostname"] = "destination"
     port = int(get("port", 22))  # type: ignore[call-overload]  # an int by construction
@@ -322,19 +457,23 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
     kind, proxy = get("proxy", ("", None))  # type: ignore[misc]  # a pair by construction
     jump = proxy if kind == "jump" and proxy != "none" else None
     alias = get("hostkeyalias", None)
+    alias = str(alias).lower() if alias else None  # ssh lowercases it
     context = TokenContext(hostname, port, user, destination, str(alias) if alias else None)
     identity_raw = state.identity_files or [(f, "default") for f in DEFAULT_IDENTITY_FILES]
-    identity = tuple(f if f == "none" else expand_path(f, context, where) for f, where in identity_raw)
+    identity = expand_identity_files(identity_raw, context)
     sources["identity_files"] = ", ".join(dict.fromkeys(where for _, where in identity_raw))
     user_known = tuple(
         f if f == "none" else expand_path(f, context, sources.get("userknownhostsfile", ""))
         for f in get("userknownhostsfile", DEFAULT_USER_KNOWN_HOSTS)  # type: ignore[attr-defined]  # a tuple
     )
-    global_known = tuple(
-        f if f == "none" else tilde_expand(f)
-        for f in get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS)  # type: ignore[attr-defined]  # a tuple
-    )
+    # ssh expands neither ~ nor tokens in GlobalKnownHostsFile (``ssh -G`` prints it as written).
+    global_known = tuple(get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS))  # type: ignore[call-overload]  # a tuple
     timeout = get("connecttimeout", None)
+    check_expansions(values, context)
+    if jump:
+        last = parse_jump(jump.rsplit(",", 1)[-1])  # ssh refuses a last hop that is the destination itself
+        if last.host == hostname and (last.port or 22) == port and (last.user or user) == user:
+            raise ConfigError(f"{sources.get('proxy', destination)}: ProxyJump loop: {destination} jumps through itself")
     return ResolvedHost(
         host=destination, hostname=hostname, port=port, user=user,
         identity_files=identity, identities_only=bool(get("identitiesonly", False)),

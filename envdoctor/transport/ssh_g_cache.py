@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envdoctor.errors import ConfigError
-from envdoctor.transport.ssh_config import SYSTEM_CONFIG, include_paths, parse_lines
+from envdoctor.transport.ssh_config import SYSTEM_CONFIG, include_paths, parse_lines, strdelim_words
 from envdoctor.transport.ssh_tokens import local_account
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -93,10 +93,13 @@ def _walk(path: str, user_config: bool, digest: "hashlib._Hash", variables: set[
     text = data.decode("utf-8", "surrogateescape")
     variables.update(_DOLLAR.findall(text))
     for line in parse_lines(text, path):
-        if line.keyword == "match" and any(a.lower().lstrip("!") == "exec" for a in line.args):
+        # Match reads its words as strdelim does (``exec=cmd`` is ``exec cmd``).
+        if line.keyword == "match" and any(a.lower().lstrip("!") == "exec" for a in strdelim_words(line.raw)):
             return f"{line.where}: Match exec (ssh runs a command)"
-        if line.keyword == "canonicalizehostname" and line.args and line.args[0].lower() in ("yes", "always"):
+        if line.keyword == "canonicalizehostname" and line.args and line.args[0].lower() not in ("no", "false"):
             return f"{line.where}: CanonicalizeHostname (ssh asks DNS)"
+        if line.keyword == "canonicalizepermittedcnames" and line.args and line.args[0].lower() != "none":
+            return f"{line.where}: CanonicalizePermittedCNAMEs (ssh asks DNS)"
         if line.keyword == "include":
             for pattern in line.args:
                 found = include_paths(pattern, user_config=user_config)

@@ -12,6 +12,7 @@ import hashlib
 import os
 import pwd
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from envdoctor.errors import ConfigError
@@ -94,3 +95,19 @@ def percent_dollar_expand(text: str, tokens: dict[str, str], where: str = "") ->
 def expand_path(text: str, context: TokenContext, where: str = "") -> str:
     """As ssh expands IdentityFile and UserKnownHostsFile: ``~`` first, then ``${VAR}`` and ``%x``."""
     return percent_dollar_expand(tilde_expand(text), context.table(), where)
+
+
+def expand_identity_files(files: Iterable[tuple[str, str]], context: TokenContext) -> tuple[str, ...]:
+    """IdentityFile names (with where each was written) expanded; ``none`` kept. One ssh cannot
+    expand (``~nosuchuser``, an unset ``${VAR}``) is left out: ``ssh -G`` accepts it, and no
+    such file can be offered."""
+    expanded = []
+    for name, where in files:
+        if name == "none":
+            expanded.append(name)
+            continue
+        try:
+            expanded.append(expand_path(name, context, where))
+        except ConfigError:
+            continue
+    return tuple(expanded)
