@@ -58,10 +58,6 @@ def _own(data: Any) -> None:
             _OWNED[id(env)] = env
 
 
-def is_shared(obj: Any) -> bool:
-    return _OWNED.get(id(obj)) is obj
-
-
 def memo(kind: str, obj: Any, make: Callable[[Any], T]) -> T:
     """``make(obj)``, once per shared ``obj`` (every time for anything else)."""
     if _OWNED.get(id(obj)) is not obj:

@@ -218,11 +218,6 @@ def read_file(path: str) -> KnownHostsFile:
     return parsed_file
 
 
-def read_entries(path: str) -> tuple[tuple[str, str, KnownKey], ...]:
-    """The key lines of one file, as ``(marker, host patterns, key)``, in file order."""
-    return read_file(path).entries
-
-
 def host_keys(files: Sequence[str], name: str) -> HostKeys:
     """Look ``name`` up in ``files`` (``none`` entries skipped)."""
     trusted, authorities, revoked, unreadable = [], [], [], []

@@ -11,6 +11,7 @@ accept-new; a changed or revoked key is refused under every setting.
 from __future__ import annotations
 
 import asyncio
+import copy
 import errno
 import functools
 import getpass
