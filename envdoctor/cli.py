@@ -154,7 +154,11 @@ class Selection:
     graph: CheckGraph
 
 
-def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings(), **opts: Any) -> Selection:
+def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings(), *, runs_checks: bool = True,
+                 **opts: Any) -> Selection:
+    """The hosts, settings and check graph of a command. A command that runs no checks
+    (audit, revert, facts) loads the check modules only to validate what names them
+    (--skip, skip = [...], --only, --checks): that saves their import at start-up."""
     inventory = load_inventory(opts["config_path"])
     _note_config(inventory)
     venv = opts["venv"]
@@ -177,15 +181,17 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     active = os.environ.get("VIRTUAL_ENV", "")
     if active.startswith("/"):  # the user's active virtualenv is their choice for this machine
         specs = [replace(s, venv=active) if s.is_local and not s.venv else s for s in specs]
-    graph = load_checks(Path(p) for p in opts["check_files"])
     patch_files = tuple(opts.get("patch_files", ()))
+    only = tuple(opts["only"]) or None
+    names_checks = bool(opts["check_files"] or patch_files or only or overrides.skip or any(
+        item.skip for item in (*inventory.hosts.values(), *inventory.stages.values())))
+    graph = load_checks(Path(p) for p in opts["check_files"]) if runs_checks or names_checks else CheckGraph(())
     if patch_files:
         from envdoctor.checks.patches import patch_checks  # content builds the checks of the user's patches
         from envdoctor.patching import user_patches
 
         specs = [replace(spec, patches=patch_files) for spec in specs]
         graph = CheckGraph([*graph.checks.values(), *patch_checks(user_patches(patch_files))])
-    only = tuple(opts["only"]) or None
     if only:
         graph.closure(only)  # unknown names are a usage error now, not a surprise per host
     check_waivers(graph, overrides.skip, inventory)
@@ -308,9 +314,11 @@ def _with_config(text: str) -> str:
     return json.dumps(dict(items), indent=2) + "\n"
 
 
-def emit(text: str, output: str | None, summary: str = "") -> None:
+def emit(text: str, output: str | None, summary: str = "", *, redacted: bool = False) -> None:
     # Every report, whatever the command: no URL userinfo, token or key material comes out.
-    text = redact_secret_values(_with_config(text))
+    # (``redacted``: the renderer did it field by field, as `hosts` does to show each
+    # destination as it was given.)
+    text = _with_config(text) if redacted else redact_secret_values(_with_config(text))
     if not text.startswith(("{", "<?xml")):  # JSON and XML escape for themselves
         text = terminal_safe(text)  # a host's or a model's ESC sequence never reaches the terminal
     if output:
@@ -381,7 +389,8 @@ def cli(verbose: int) -> None:
     """Diagnose and repair the environments of GPU hosts before LLM jobs run on them.
 
     HOST is `local` (the default), a host or group from envdoctor.toml, an alias from
-    ~/.ssh/config, or user@host[:port].
+    ~/.ssh/config, user@host, or ssh://[user@]host[:port] (as for ssh, host:port on the
+    command line is a host name: give the port in an ssh:// URI).
 
     \b
     Exit status: 0 nothing wrong, 1 something wrong on a host, 2 the command was wrong.
@@ -462,7 +471,8 @@ def hosts_command(hosts: tuple[str, ...], config_path: str | None, ssh_config: s
         raise UsageError(f"SSH config {ssh_config} does not exist")
     options = SSHOptions(config_files=(ssh_config,) if ssh_config else ())
     text, status = hosts_report(hosts, load_inventory(config_path), options, fmt)
-    emit(text, output, "all resolved" if status == EXIT_OK else "some destinations could not be resolved")
+    emit(text, output, "all resolved" if status == EXIT_OK else "some destinations could not be resolved",
+         redacted=True)
     sys.exit(status)
 
 
@@ -615,7 +625,7 @@ def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, 
     from envdoctor.revert import revert_on_host
 
     known_patch(patch_id, tuple(opts.get("patch_files", ())))  # a typo is a usage error, not a host's
-    selection = select_hosts(hosts, **opts)
+    selection = select_hosts(hosts, runs_checks=False, **opts)
 
     async def run_all() -> list[Any]:
         return list(await asyncio.gather(
@@ -650,7 +660,7 @@ def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **op
     from envdoctor.audit import RecordAuditor, audit_here, run_audit
     from envdoctor.report.audit_report import render as render_audit
 
-    selection = select_hosts(hosts, **opts)
+    selection = select_hosts(hosts, runs_checks=False, **opts)
     with ProgressLine(len(selection.specs)) as progress:
         if all(spec.ssh is None for spec in selection.specs):  # this machine: no event loop (start-up)
             report = audit_here(selection.specs, selection.settings, RecordAuditor(full=full), progress)
@@ -698,7 +708,7 @@ def facts_command(host: str, draft_layers: int, fmt: str, output: str | None, **
 
     from envdoctor.stages import collect_facts_document
 
-    selection = select_hosts([host], **opts)
+    selection = select_hosts([host], runs_checks=False, **opts)
     spec = _one_host(selection, host)
     model = opts["models"][-1] if opts["models"] else None
     if model is None and len(spec.models) != 1:

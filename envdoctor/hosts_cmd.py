@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envdoctor.errors import ConfigError, EnvdoctorError
-from envdoctor.inventory import LOCAL, HostSpec, Inventory, parse_destination, resolve_hosts
+from envdoctor.inventory import (
+    LOCAL,
+    HostSpec,
+    Inventory,
+    mask_destination_password,
+    parse_command_line_destination,
+    resolve_hosts,
+)
+from envdoctor.logsafe import redact_secret_values
 from envdoctor.transport.openssh import SSH_G, HostResolver, config_file_for
 from envdoctor.transport.ssh_config_resolve import resolve_builtin
 from envdoctor.transport.target import ConnectionPlan, ResolvedHost, SSHOptions
@@ -39,9 +47,10 @@ async def _plan_one(resolver: HostResolver, name: str, inventory: Inventory, ssh
         if name in inventory.hosts or name == LOCAL:
             spec = resolve_hosts([name], inventory, ssh_config_files=ssh_config)[0]
         else:
-            # Any name ssh would resolve: the plan shows where it goes. (check/fix refuse a bare
-            # name the config does not define, so that a typo never connects.)
-            spec = HostSpec(name=name, ssh=parse_destination(name))
+            # Any name ssh would resolve, read as ssh reads it (``gpu1:2222`` is a host name):
+            # the plan shows where it goes. (check/fix refuse a bare name the config does not
+            # define, so that a typo never connects, and a host name with a ':' port.)
+            spec = HostSpec(name=name, ssh=parse_command_line_destination(name))
         if spec.ssh is None:
             return PlanEntry(name, error=f"{name!r} is this machine: no SSH connection")
         plan = await resolver.plan(spec.ssh.host, spec.ssh.user, spec.ssh.port)
@@ -94,9 +103,33 @@ def exit_status(entries: Sequence[PlanEntry]) -> int:
     return EXIT_USAGE if any(e.plan is None for e in entries) else EXIT_OK
 
 
+def shown_destination(entry: PlanEntry) -> str:
+    """The ``host`` of a report: the destination exactly as given (its user is no secret: the
+    user typed it), but for a password (``user:password@``), which is masked."""
+    return mask_destination_password(entry.host)
+
+
+def _redacted(value: object) -> object:
+    """Secrets by value (tokens, key material, URL userinfo) out of every other field."""
+    if isinstance(value, str):
+        return redact_secret_values(value)
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    return value
+
+
+def safe_document(entry: PlanEntry) -> dict[str, object]:
+    document = {k: _redacted(v) for k, v in entry_document(entry).items()}
+    document["host"] = shown_destination(entry)
+    return document
+
+
 def render_json(entries: Sequence[PlanEntry]) -> str:
+    """The JSON report, already redacted (the CLI emits it as it is: see ``safe_document``)."""
     document = {"schema": 1, "command": "hosts", "exit_status": exit_status(entries),
-                "hosts": [entry_document(e) for e in entries]}
+                "hosts": [safe_document(e) for e in entries]}
     return json.dumps(document, indent=2) + "\n"
 
 
@@ -132,10 +165,20 @@ def sources(entry: PlanEntry, config_file: str | None) -> dict[str, str]:
 
 
 def render_text(entries: Sequence[PlanEntry], config_file: str | None, resolver: str) -> str:
+    """The text report, already redacted: each destination as given, every other line
+    scrubbed of secrets by value."""
+    return "".join(
+        line if line in headings else redact_secret_values(line)
+        for headings in [{shown_destination(e) + "\n" for e in entries}]
+        for line in _text_lines(entries, config_file, resolver).splitlines(keepends=True)
+    )
+
+
+def _text_lines(entries: Sequence[PlanEntry], config_file: str | None, resolver: str) -> str:
     lines = []
     for entry in entries:
         if entry.plan is None:
-            lines += [f"{entry.host}", f"  error: {entry.error}", ""]
+            lines += [shown_destination(entry), f"  error: {entry.error}", ""]
             continue
         doc, where = entry_document(entry), sources(entry, config_file)
         jumps = " -> ".join(f"{h['user']}@{h['hostname']}:{h['port']}" for h in doc["proxy_jump"] or [])  # type: ignore[attr-defined]  # a list here
@@ -148,7 +191,7 @@ def render_text(entries: Sequence[PlanEntry], config_file: str | None, resolver:
             ("strict host keys", str(doc["strict_host_key_checking"])),
             ("connect timeout", f"{timeout:g}s" if isinstance(timeout, float) else "none (envdoctor waits 15s)"),
         ]
-        lines.append(entry.host)
+        lines.append(shown_destination(entry))
         for (label, value), field in zip(rows, _SOURCE_KEYS):
             lines.append(f"  {label:<18} {value}    [{where[field]}]")
         lines.append("")

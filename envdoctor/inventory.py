@@ -1,9 +1,11 @@
 """Which hosts to look at and what each should have: ``envdoctor.toml``, SSH aliases, ``local``.
 
 A HOST argument is, in this order: ``local``; a host or group of the inventory; a
-``user@host[:port]`` destination, a dotted name or an IP address; a name the user's OpenSSH
-config defines (a ``Host`` pattern that is not only wildcards nor negated on its line, or
-``Match originalhost``; see :mod:`envdoctor.transport.ssh_aliases`). Anything else is a
+``user@host`` or ``ssh://[user@]host[:port]`` destination, a dotted name or an IP address
+(read as ``ssh`` reads them: ``gpu1:2222`` is a host name, refused with how to give a
+port); a name the user's OpenSSH config defines (a ``Host`` pattern that is not only
+wildcards nor negated on its line, or ``Match originalhost``; see
+:mod:`envdoctor.transport.ssh_aliases`). Anything else is a
 usage error naming the nearest alias, so that a typo never turns into a connection to a
 wrong machine.
 """
@@ -257,35 +259,137 @@ def _gpu_count(value: int | None, *, where: str) -> int | None:
     return value
 
 
-#: As ssh reads a destination: the user is all before the last ``@``; a bare IPv6 address
-#: (two or more colons) has no port; a name may hold ``[`` after its first character.
+#: An inventory ``ssh = "..."`` value: the user is all before the last ``@``; a bare IPv6
+#: address (two or more colons) has no port; a name may hold ``[`` after its first character.
+#: (``host:port`` is envdoctor's inventory form; on the command line ``ssh`` reads the whole
+#: ``host:port`` as a host name: see :func:`parse_command_line_destination`.)
 _DESTINATION = re.compile(r"^(?:(?P<user>\S+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[][^:@\s]*"
                           r"|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[\w.-]+)?)(?::(?P<port>\d+))?$")
 
 
-def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
-    """``user@host[:port]``, ``host:port``, ``[v6addr]:port``, ``ssh://user@host:port`` or a bare alias."""
-    if text[:6].lower() == "ssh://":  # a URI, as ssh's parse_uri accepts it
-        from envdoctor.transport.ssh_config import parse_port, parse_ssh_uri
+def _parse_uri(text: str, where: str) -> SSHTarget:
+    from envdoctor.transport.ssh_config import parse_port, parse_ssh_uri
 
-        try:
-            uri_user, uri_host, port_text = parse_ssh_uri("ssh://" + text[6:])
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        uri_port = parse_port(port_text) if port_text else None
-        if uri_port is not None and uri_port <= 0:
-            raise ConfigError(f"{where}: {text!r}: port {port_text!r} is not a port number or service name")
-        return SSHTarget(host=uri_host, user=uri_user, port=uri_port)
+    uri = "ssh://" + text[6:]
+    try:
+        uri_user, uri_host, port_text = parse_ssh_uri(uri)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {str(exc).replace(repr(uri), repr(mask_destination_password(uri)))}") from None
+    uri_port = parse_port(port_text) if port_text else None
+    if uri_port is not None and uri_port <= 0:
+        raise ConfigError(f"{where}: {mask_destination_password(text)!r}: port {port_text!r} is not a port "
+                          "number or service name")
+    return SSHTarget(host=uri_host, user=uri_user, port=uri_port)
+
+
+def mask_destination_password(text: str) -> str:
+    """``ssh://user:password@host`` and ``user:password@host`` with the password as ``***``;
+    any other destination unchanged (its user is no secret: whoever runs envdoctor typed it)."""
+    uri = text.startswith("ssh://")
+    head, at, tail = text[6:].partition("@") if uri else text.rpartition("@")
+    if uri:  # the user before any ;params, percent-decoded as ssh's urldecode does
+        import urllib.parse
+
+        head = urllib.parse.unquote(head.partition(";")[0])
+    name, colon, _ = head.partition(":")
+    if not at or not colon:
+        return text
+    return ("ssh://" if uri else "") + f"{name}:***@{tail}"
+
+
+def _refuse_password(target: SSHTarget, text: str, where: str) -> None:
+    """A user with a ``:`` is a password in a destination: ssh would send ``user:password`` as
+    the user name (no Unix account has a ``:`` in its name), so it is refused, never echoed."""
+    if target.user is not None and ":" in target.user:
+        shown = mask_destination_password(text)
+        given = repr(shown) if shown != text else "the destination"
+        raise ConfigError(
+            f"{where}: {given} holds a password (user:password@): ssh takes none in a destination and would "
+            f"log in as a user named {target.user.partition(':')[0] + ':***'!r}; give the user alone and log in "
+            "with a key or ssh-agent")
+
+
+def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
+    """An inventory ``ssh = "..."`` value: ``user@host[:port]``, ``host:port``,
+    ``[v6addr]:port``, ``ssh://user@host:port`` or a bare alias."""
+    if text[:6].lower() == "ssh://":  # a URI, as ssh's parse_uri accepts it
+        target = _parse_uri(text, where)
+        _refuse_password(target, text, where)
+        return target
     if text.startswith("-"):
         raise ConfigError(f"{where}: {text!r} is not a host (it starts with '-')")
     match = _DESTINATION.match(text)
     if not match:
-        raise ConfigError(f"{where}: {text!r} is not a host, alias or user@host[:port]")
+        raise ConfigError(f"{where}: {mask_destination_password(text)!r} is not a host, alias or user@host[:port]")
     port = int(match["port"]) if match["port"] else None
     if port is not None and not 0 < port < 65536:
         raise ConfigError(f"{where}: port {port} is out of range")
     host = match["host"]
-    return SSHTarget(host=host[1:-1] if host.startswith("[") else host, user=match["user"], port=port)
+    target = SSHTarget(host=host[1:-1] if host.startswith("[") else host, user=match["user"], port=port)
+    _refuse_password(target, text, where)
+    return target
+
+
+def parse_command_line_destination(text: str, *, where: str = "host") -> SSHTarget:
+    """A destination given on the command line, read exactly as ``ssh DEST`` reads it: an
+    ``ssh://[user@]host[:port]`` URI (lower-case scheme, as ssh's strncmp), else
+    ``[user@]host`` split at the last ``@``, the host taken whole. ``gpu1:2222`` is the host
+    name ``gpu1:2222`` for ssh (and so for ``envdoctor hosts``); commands that connect refuse
+    it (see :func:`port_in_host_name`). What ssh refuses (invalid characters, an empty user,
+    a leading ``-``) is a ConfigError, and so is an empty host and a password."""
+    if text.startswith("ssh://"):
+        target = _parse_uri(text, where)
+    else:
+        if text.startswith("-"):
+            raise ConfigError(f"{where}: {text!r} is not a host (it starts with '-')")
+        user, at, host = text.rpartition("@")
+        if at and not user:
+            raise ConfigError(f"{where}: {text!r} has an empty user name before '@'")
+        target = SSHTarget(host=host, user=user if at else None)
+    if not target.host:
+        raise ConfigError(f"{where}: {mask_destination_password(text)!r} names no host")
+    _refuse_password(target, text, where)
+    # What ssh refuses in a command-line host and user (its valid_hostname, valid_ruser).
+    from envdoctor.transport.ssh_config_resolve import check_command_line  # (loaded to resolve anyway)
+
+    try:
+        check_command_line(target.host, target.user)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return target
+
+
+def _is_ip_address(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def port_in_host_name(text: str, target: SSHTarget) -> str | None:
+    """Why a command that connects refuses a command-line destination whose host name holds a
+    ``:`` (and is not an IP address): ssh reads ``gpu1:2222`` as the host name ``gpu1:2222``,
+    which is never what was meant. The message says how to give the port. None: no ``:``."""
+    host = target.host
+    if ":" not in host or _is_ip_address(host):
+        return None
+    given = repr(mask_destination_password(text))
+    if text[:6].lower() == "ssh://":
+        return f"{given}: the scheme is ssh:// in lower case (ssh reads {given} as a host name)"
+    start = f"{given}: ssh reads the host name {host!r} here (a destination on the command line carries no :port)"
+    name, _, port = host.rpartition(":")
+    user = f"{target.user}@" if target.user else ""
+    if name.startswith("[") and name.endswith("]") and ":" not in name:
+        name = name[1:-1]  # [127.0.0.1]:2222
+    if name.startswith("[") or ":" in name:
+        return (f"{start}; an IPv6 address takes its port from a Host block of the SSH config (HostName, Port) "
+                f"or from envdoctor.toml (ssh = \"{user}[v6addr]:port\"): ssh:// URIs take no IPv6 address")
+    if port.isdigit() and re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        return f"{start}; give the port as ssh://{user}{name}:{port}"
+    return f"{start}; give a port as ssh://{user}HOST:PORT"
 
 
 def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:
@@ -304,7 +408,7 @@ def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:
 
 def looks_like_address(name: str) -> bool:
     """A dotted name or an IP address: ssh would try it as it is, so it needs no alias."""
-    return "." in name.strip(".") or ":" in name or name[:6].lower() == "ssh://"
+    return "." in name.strip(".") or ":" in name or name.startswith("ssh://")
 
 
 def resolve_hosts(
@@ -335,7 +439,15 @@ def resolve_hosts(
         elif name == LOCAL:
             specs[name] = HostSpec(name=LOCAL, ssh=None)
         elif "@" in name or looks_like_address(name):
-            specs[name] = HostSpec(name=name, ssh=parse_destination(name))
+            target = parse_command_line_destination(name)
+            refusal = port_in_host_name(name, target)
+            if refusal is not None:
+                # Unless the SSH config itself names it (``Host gpu1:2222``): then ssh uses that block.
+                if alias_patterns is None:
+                    alias_patterns = ssh_config_host_names(ssh_config_files)
+                if not alias_patterns.names(target.host):
+                    raise ConfigError(refusal)
+            specs[name] = HostSpec(name=name, ssh=target)
         else:
             if alias_patterns is None:
                 alias_patterns = ssh_config_host_names(ssh_config_files)
@@ -345,9 +457,9 @@ def resolve_hosts(
                 raise ConfigError(
                     f"unknown host {name!r}: not a host or group {where} and not a Host in your SSH config"
                     + (f" (did you mean {nearest!r}?)" if nearest else ""),
-                    hint="add it to envdoctor.toml or ~/.ssh/config, or give user@host[:port]",
+                    hint="add it to envdoctor.toml or ~/.ssh/config, or give user@host or ssh://[user@]host:port",
                 )
-            specs[name] = HostSpec(name=name, ssh=parse_destination(name))
+            specs[name] = HostSpec(name=name, ssh=parse_command_line_destination(name))
 
     for name in names:
         add(name, ())

@@ -118,25 +118,80 @@ def patterns_match(patterns: str, name: str) -> bool:
     return found
 
 
-def parse_line(line: str, where: str) -> tuple[str, str, KnownKey] | None:
-    """``[@marker] patterns type base64 [comment]``; None for blank, comment or malformed lines
-    (OpenSSH skips those too)."""
-    words = line.split()
-    if not words or words[0].startswith("#"):
-        return None
+#: The only field separators of a known_hosts line (hostfile.c, sshkey_read): not \v, \f,
+#: \r, \x1c-\x1f, \x85 nor U+2028, which str.split() would also split at.
+_BLANKS = " \t"
+#: What b64_pton skips inside a key blob: C's isspace(), nothing else.
+_C_SPACE = str.maketrans("", "", " \t\n\v\f\r")
+_MARKERS = {"@cert-authority": "cert-authority", "@revoked": "revoked"}
+
+
+def _skip_blanks(line: str, at: int) -> int:
+    while at < len(line) and line[at] in _BLANKS:
+        at += 1
+    return at
+
+
+def _field_end(line: str, at: int) -> int:
+    """Where the field starting at ``at`` ends: the next space or tab (strcspn(" \t"))."""
+    ends = [i for i in (line.find(" ", at), line.find("\t", at)) if i >= 0]
+    return min(ends) if ends else len(line)
+
+
+def _marker(line: str, at: int) -> tuple[str, int] | None:
+    """hostfile.c's check_markers: ``@cert-authority`` or ``@revoked``, case-sensitive, ended
+    by the line's first space (else its first tab); one marker at most. None: an invalid marker."""
     marker = ""
-    if words[0].startswith("@"):
-        marker = words[0][1:].lower()
-        if marker not in ("cert-authority", "revoked"):
+    while line.startswith("@", at):
+        if marker:
             return None
-        words = words[1:]
-    if len(words) < 3:
+        end = line.find(" ", at)
+        if end < 0:
+            end = line.find("\t", at)
+        if end < 0 or end <= at + 1 or end >= at + 32:
+            return None
+        marker = _MARKERS.get(line[at:end], "")
+        if not marker:
+            return None
+        at = _skip_blanks(line, end)
+    return marker, at
+
+
+def _revocation_anyway(line: str, at: int) -> tuple[str, int] | None:
+    """A line OpenSSH skips for its marker (``@REVOKED``, ``@revoked\thost ... comment``) that
+    still says ``@revoked``: its key is revoked all the same (refusing is the safe side)."""
+    end = _field_end(line, at)
+    if line[at:end].lower() != "@revoked":
         return None
-    try:
-        blob = base64.b64decode(words[2], validate=True)
+    return "revoked", _skip_blanks(line, end)
+
+
+def parse_line(line: str, where: str) -> tuple[str, str, KnownKey] | None:
+    """``[@marker] patterns type base64 [comment]``, split as hostfile.c splits it (at spaces
+    and tabs only); None for blank, comment or malformed lines (OpenSSH skips those too)."""
+    line = line.partition("\0")[0]  # C string functions end the line at a NUL byte
+    at = _skip_blanks(line, 0)
+    if at == len(line) or line[at] == "#":
+        return None
+    found = _marker(line, at) or _revocation_anyway(line, at)
+    if found is None:
+        return None
+    marker, at = found
+    end = _field_end(line, at)
+    patterns = line[at:end]
+    at = _skip_blanks(line, end)
+    end = _field_end(line, at)
+    key_type = line[at:end]
+    at = _skip_blanks(line, end)
+    if not key_type or at == len(line) or line[at] == "#":
+        return None
+    try:  # b64_pton skips C whitespace (a CRLF file's \r too), and nothing else
+        blob = base64.b64decode(line[at:_field_end(line, at)].translate(_C_SPACE), validate=True)
     except (binascii.Error, ValueError):
         return None
-    return marker, words[0], KnownKey(marker, words[1], blob, where)
+    if not blob:
+        return None
+    return marker, patterns, KnownKey(marker, key_type, blob, where)
 
 
 @dataclass(frozen=True)
@@ -208,7 +263,9 @@ def read_file(path: str) -> KnownHostsFile:
     except FileNotFoundError:
         return _EMPTY
     entries = []
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+    # Lines end at "\n" alone, as getline() ends them: not at the other breaks str.splitlines()
+    # knows (\v, \f, \x1c-\x1e, \x85, U+2028, U+2029), which OpenSSH reads as part of a line.
+    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
         parsed = parse_line(line, f"{path}:{number}")
         if parsed is not None:
             entries.append(parsed)

@@ -348,7 +348,10 @@ def resolve_builtin(destination: str, *, config_file: str | None = None, user: s
         state.first("port", port, "command line")
     run_pass(files, state)
     canonicalize = str(state.values.get("canonicalizehostname", ("no", ""))[0])
-    hostname = ssh_hostname(expand_hostname(str(state.values.get("hostname", (destination, ""))[0]), destination))
+    # Tokens are expanded in a HostName only; the destination itself is taken as it is
+    # (``fe80::1%eth0`` holds no token).
+    configured = state.values.get("hostname")
+    hostname = ssh_hostname(destination if configured is None else expand_hostname(str(configured[0]), destination))
     refuse_dns(state, hostname, canonicalize)
     if state.want_final_pass or canonicalize in ("yes", "always"):
         source = state.values.get("hostname", (None, "destination"))[1]
@@ -413,10 +416,13 @@ def numeric_address(name: str) -> str | None:
 
 def ssh_hostname(name: str) -> str:
     """The host name as ssh ends with it: an IP address in its numeric form (``127.1`` is
-    ``127.0.0.1``; the case of an IPv6 address kept when only case differs), else lower case."""
+    ``127.0.0.1``; the case of an IPv6 address kept when only case differs), else lower case
+    (but for a name with ``%`` or ``:``)."""
     numeric = numeric_address(name)
     if numeric is None:
-        return name.lower()
+        # ssh.c's is_addr_fast: a name with a '%' or ':' (``gpu1:2222``) counts as an address
+        # and keeps its case, even when it is none.
+        return name if "%" in name or ":" in name else name.lower()
     return name if numeric.lower() == name.lower() else numeric
 
 
@@ -449,9 +455,10 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         sources[key] = where
         return value
 
-    hostname = ssh_hostname(expand_hostname(str(get("hostname", destination)), destination))
-    if "hostname" not in values:
-        sources["hostname"] = "destination"
+    if "hostname" in values:  # tokens are expanded in a HostName only, never in the destination
+        hostname = ssh_hostname(expand_hostname(str(get("hostname", destination)), destination))
+    else:
+        hostname, sources["hostname"] = ssh_hostname(destination), "destination"
     port = int(get("port", 22))  # type: ignore[call-overload]  # an int by construction
     user = str(get("user", local_account().pw_name))
     kind, proxy = get("proxy", ("", None))  # type: ignore[misc]  # a pair by construction
