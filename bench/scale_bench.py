@@ -6,7 +6,10 @@ controller does all of its real work: ssh config resolution, one connection per 
 public-key authentication and a host-key check against known_hosts, the probe command,
 parsing, the check graph and the JSON report. The reference is the floor of the approach:
 one asyncssh connection and one exec per host, same command, same standard input, same
-concurrency, outputs gathered, nothing else.
+concurrency, outputs gathered, nothing else, with asyncssh's default algorithms. A second
+reference row offers the ciphers in envdoctor's order (AES-GCM first on a CPU with AES
+instructions, envdoctor/transport/ciphers.py), so that what that choice is worth is shown
+apart from the rest of envdoctor's cost.
 
 For each fleet size it runs envdoctor twice: first with an empty ssh -G cache (the first run
 after the SSH config changed, when OpenSSH resolves every host: about 11 ms of ssh's own CPU
@@ -32,6 +35,7 @@ Ansible and pyinfra through a 50 ms link is bench/tools_bench.py.)
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -62,7 +66,7 @@ async def main():
         async with limit:
             async with asyncssh.connect("127.0.0.1", host["port"], username="root",
                                         client_keys=[plan["key"]], known_hosts=plan["known_hosts"],
-                                        config=None) as conn:
+                                        config=None, **plan["options"]) as conn:
                 result = await conn.run(command, input=stdin, encoding=None)
                 return len(result.stdout)
     sizes = await asyncio.gather(*(one(h) for h in plan["hosts"]), return_exceptions=True)
@@ -230,15 +234,21 @@ def envdoctor_run(fleet: SimFleet, n: int, parallel: int, nofile: int | None = N
     return measure
 
 
-def reference_run(fleet: SimFleet, n: int, parallel: int) -> Measure:
+def reference_run(fleet: SimFleet, n: int, parallel: int, *, same_ciphers: bool = False) -> Measure:
+    """The loop with asyncssh's defaults; ``same_ciphers``: offering the ciphers in
+    envdoctor's order (AES-GCM first on AES hardware), to show what that choice is worth."""
+    from envdoctor.transport import ciphers
+    from envdoctor.transport.ssh import _asyncssh_ciphers
+
     plan = ROOT / "plan.json"
     plan.write_text(json.dumps({
         "command": fleet.command, "stdin": str(fleet.stdin), "parallel": parallel,
         "key": str(fleet.client_key), "known_hosts": str(fleet.known_hosts),
         "hosts": [{"port": fleet.port_of(i)} for i in range(n)],
+        "options": {"encryption_algs": ciphers.offered(None, _asyncssh_ciphers(), "bench")} if same_ciphers else {},
     }))
     measure, out, err = measured([sys.executable, "-c", REFERENCE, str(plan)])
-    measure.tool, measure.hosts = "asyncssh loop", n
+    measure.tool, measure.hosts = "asyncssh loop" + (" (same ciphers)" if same_ciphers else ""), n
     try:
         summary = json.loads(out.strip().splitlines()[-1])
         measure.ok = measure.ok and summary["failed"] == 0
@@ -266,11 +276,11 @@ def startup_ms(repeat: int = 5) -> float:
 
 
 def table(rows: list[Measure]) -> str:
-    head = (f"{'tool':<26} {'hosts':>5} {'wall s':>8} {'cpu s':>7} {'cpu ms/host':>11} "
+    head = (f"{'tool':<28} {'hosts':>5} {'wall s':>8} {'cpu s':>7} {'cpu ms/host':>11} "
             f"{'rss MB':>7} {'max fds':>7}  note")
     lines = [head, "-" * len(head)]
     for m in rows:
-        lines.append(f"{m.tool:<26} {m.hosts:>5} {m.wall:>8.2f} {m.cpu:>7.2f} {m.cpu_ms_per_host:>11.2f} "
+        lines.append(f"{m.tool:<28} {m.hosts:>5} {m.wall:>8.2f} {m.cpu:>7.2f} {m.cpu_ms_per_host:>11.2f} "
                      f"{m.rss_mb:>7.0f} {m.max_fds:>7}  {'' if m.ok else 'FAILED '}{m.note}")
     return "\n".join(lines)
 
@@ -296,7 +306,7 @@ def main() -> None:
             cold = envdoctor_run(fleet, n, args.parallel, cold=True)  # also fills the cache for the rest
             rows.append(cold)
             print(table([cold]).splitlines()[-1], flush=True)
-            for runner in (reference_run, envdoctor_run):
+            for runner in (reference_run, functools.partial(reference_run, same_ciphers=True), envdoctor_run):
                 best = min((runner(fleet, n, args.parallel) for _ in range(args.repeat)), key=lambda m: m.wall)
                 rows.append(best)
                 print(table([best]).splitlines()[-1], flush=True)
@@ -314,7 +324,10 @@ def main() -> None:
         ref = next(m for m in rows if m.tool == "asyncssh loop" and m.hosts == n)
         env = next(m for m in rows if m.tool == "envdoctor" and m.hosts == n)
         cold = next(m for m in rows if m.tool == "envdoctor (ssh -G cold)" and m.hosts == n)
-        print(f"{n:>5} hosts: envdoctor wall {env.wall / ref.wall:.2f}x the reference (target <= 1.3x); "
+        same = next(m for m in rows if m.tool == "asyncssh loop (same ciphers)" and m.hosts == n)
+        print(f"{n:>5} hosts: envdoctor wall {env.wall / ref.wall:.2f}x the reference (target <= 1.3x), "
+              f"{env.wall / same.wall:.2f}x the reference offering envdoctor's ciphers "
+              f"(cpu {same.cpu_ms_per_host:.1f} ms/host);\n             "
               f"cpu {env.cpu_ms_per_host:.1f} ms/host (target <= 10), reference {ref.cpu_ms_per_host:.1f}; "
               f"rss {env.rss_mb:.0f} MB (target < 1024 at 1,000); first run after an SSH config change "
               f"(ssh -G for every host): wall {cold.wall / ref.wall:.2f}x, cpu {cold.cpu_ms_per_host:.1f} ms/host")

@@ -195,7 +195,10 @@ class HostRun:
             await transport.connect()
         except EnvdoctorError as exc:
             log.info("connect_failed", host=self.spec.name, error=str(exc))
-            return HostReport(self.spec, self.evaluate(HostFacts.unavailable(problem_from_error(exc))))
+            problem = problem_from_error(exc)
+            if problem.kind == "probe":  # (a config that cannot be connected with): no login happened
+                problem = Problem("unreachable", problem.message, problem.hint)
+            return HostReport(self.spec, self.evaluate(HostFacts.unavailable(problem)))
         try:
             facts, results = await self.check(transport)
             if not fix:

@@ -64,6 +64,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         host_key_alias=alias,
         check_host_ip=single.get("checkhostip") == "yes",
         connect_timeout=None if timeout == "none" else float(timeout),
+        ciphers=tuple(c for c in single["ciphers"].split(",") if c) if "ciphers" in single else None,
         resolver=SSH_G,
     )
 

@@ -33,7 +33,7 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import known_hosts
+from envdoctor.transport import ciphers, known_hosts
 from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
@@ -354,6 +354,13 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
     return loaded
 
 
+@functools.lru_cache(maxsize=1)
+def _asyncssh_ciphers() -> tuple[str, ...]:
+    from asyncssh.encryption import get_encryption_algs
+
+    return tuple(name.decode("ascii") for name in get_encryption_algs())
+
+
 def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyncssh.SSHClientConnection | None,
                     timeout: float, keepalive: float, accept_unknown: bool) -> dict[str, object]:
     """asyncssh's options for exactly the resolved values; asyncssh reads no config file itself."""
@@ -369,6 +376,8 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "keepalive_interval": keepalive,
         "client_keys": identities,
         "ignore_encrypted": True,  # like ssh in batch mode: a key needing a passphrase is skipped
+        # Only what ssh would offer (Ciphers), AES-GCM first on AES hardware (see transport.ciphers).
+        "encryption_algs": ciphers.offered(host.ciphers, _asyncssh_ciphers(), host.host),
     }
     if host.host_key_alias:
         kwargs["host_key_alias"] = host.host_key_alias

@@ -32,6 +32,8 @@ from envdoctor.transport.ssh_tokens import (
     local_account,
     tilde_expand,
 )
+from envdoctor.transport.ciphers import assemble as assemble_ciphers
+from envdoctor.transport.ciphers import check_spec
 from envdoctor.transport.ssh_values import check_value, convtime
 from envdoctor.transport.target import ResolvedHost
 
@@ -49,7 +51,7 @@ BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 #: Keywords that take exactly one argument (more is an error, as in ssh).
 SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
-                    "canonicalizehostname"})
+                    "canonicalizehostname", "ciphers"})
 
 
 #: Every keyword OpenSSH 9.2 (Debian) accepts, deprecated and unsupported ones included (those
@@ -285,6 +287,8 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
         parsed = STRICT_VALUES[value.lower()]
     elif keyword == "connecttimeout":
         parsed = None if value == "none" else parse_time(value, where)
+    elif keyword == "ciphers":
+        check_spec(value, where)
     elif keyword in ("userknownhostsfile", "globalknownhostsfile"):
         if not args:
             raise ConfigError(f"{where}: {keyword} needs a file name")
@@ -490,5 +494,6 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         strict_host_key_checking=str(get("stricthostkeychecking", "ask")),
         host_key_alias=str(alias) if alias else None, check_host_ip=bool(get("checkhostip", False)),
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
+        ciphers=assemble_ciphers(get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         resolver=BUILTIN, sources=sources,
     )

@@ -82,6 +82,8 @@ class ResolvedHost:
     host_key_alias: str | None = None
     check_host_ip: bool = False
     connect_timeout: float | None = None
+    #: The ciphers ssh would offer, in its order (``Ciphers`` assembled); None: OpenSSH's defaults.
+    ciphers: tuple[str, ...] | None = None
     #: Which resolver produced this: ``ssh -G`` or ``built-in parser``.
     resolver: str = ""
     #: Where a value came from (``file:line``, ``command line``, ``default``), by field name.

@@ -302,3 +302,60 @@ def test_cert_authority_vouches_for_the_host(run_cli, server_c, host_ca, env, tm
     refused, _ = reachable(run_cli, config, "ca", "--accept-new")
     assert refused["details"]["kind"] == "host-key", refused
     assert known.read_bytes() == before
+
+
+CIPHER_CASES = [
+    # (Ciphers line, whether ssh connects: the test sshd offers OpenSSH's defaults, no CBC)
+    ("aes256-ctr", True),
+    ("-aes*-gcm@openssh.com,aes*-ctr", True),  # chacha20-poly1305 alone
+    ("aes128-cbc", False),
+]
+
+
+@pytest.mark.parametrize(("ciphers_line", "connects"), CIPHER_CASES, ids=[c[0] for c in CIPHER_CASES])
+def test_ciphers_are_those_ssh_would_offer(run_cli, sshd, env, ciphers_line, connects):
+    """Only the ciphers ssh would offer are offered: where ssh finds no cipher in common with
+    the server, envdoctor does not connect either (asyncssh's defaults would have)."""
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    config = write_config(env, f"Host ci\n  HostName 127.0.0.1\n  Port {{A}}\n  Ciphers {ciphers_line}\n")
+    assert ssh_connects(config, "ci") is connects
+    result, _ = reachable(run_cli, config, "ci")
+    assert (result["status"] == "pass") is connects, result
+
+
+@pytest.mark.parametrize(("ciphers_line", "negotiated"), [
+    ("aes256-ctr", "aes256-ctr"),
+    ("chacha20-poly1305@openssh.com,aes256-gcm@openssh.com", None),  # GCM first on AES hardware, else chacha
+])
+def test_negotiated_cipher_is_one_ssh_allows(sshd, env, ciphers_line, negotiated):
+    import asyncio
+
+    from envdoctor.transport import ciphers
+    from envdoctor.transport.ssh import SSHTransport
+    from envdoctor.transport.target import SSHOptions, SSHTarget
+
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    config = write_config(env, f"Host ci\n  HostName 127.0.0.1\n  Port {{A}}\n  Ciphers {ciphers_line}\n")
+
+    async def cipher() -> str:
+        transport = SSHTransport("ci", SSHTarget("ci"), SSHOptions(config_files=(str(config),)))
+        await transport.connect()
+        try:
+            assert transport._conn is not None
+            return str(transport._conn.get_extra_info("send_cipher"))
+        finally:
+            await transport.close()
+
+    expected = negotiated or ("aes256-gcm@openssh.com" if ciphers.aes_instructions()
+                              else "chacha20-poly1305@openssh.com")
+    assert asyncio.run(cipher()) == expected
+
+
+def test_no_usable_cipher_is_a_failed_connection_not_a_login(run_cli, sshd, env):
+    """`Ciphers -*` leaves ssh nothing to offer: the host is not reached, and the reason says why."""
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    config = write_config(env, "Host ci\n  HostName 127.0.0.1\n  Port {A}\n  Ciphers -*\n")
+    assert not ssh_connects(config, "ci")
+    result, _ = reachable(run_cli, config, "ci")
+    assert result["status"] == "error", result
+    assert "none of the ciphers ssh would offer" in result["message"], result
