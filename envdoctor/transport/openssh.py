@@ -101,6 +101,7 @@ class HostResolver:
         self._limit: asyncio.Semaphore | None = None
         self._cache_state: ssh_g_cache.ConfigState | None = None
         self._announced = False
+        self._timed_out: set[tuple[str, str | None, int | None]] = set()
 
     async def resolve(self, destination: str, user: str | None = None, port: int | None = None) -> ResolvedHost:
         if destination.startswith("-"):
@@ -137,7 +138,7 @@ class HostResolver:
                   port=resolved.port, user=resolved.user)
         return resolved
 
-    async def _ssh_g(self, destination: str, user: str | None, port: int | None) -> ResolvedHost:
+    def _argv(self, destination: str, user: str | None, port: int | None) -> list[str]:
         assert self.ssh is not None
         argv = [self.ssh, "-G"]
         if self.config_file:
@@ -146,14 +147,41 @@ class HostResolver:
             argv += ["-l", user]
         if port:
             argv += ["-p", str(port)]
-        argv += ["--", destination]
+        return [*argv, "--", destination]
+
+    def _cached(self, destination: str, user: str | None, port: int | None) -> ResolvedHost | None:
         if self._cache_state is None:
+            assert self.ssh is not None
             self._cache_state = ssh_g_cache.config_state(self.ssh, self.config_file)
             if self._cache_state.digest is None:
                 log.info("ssh_g_not_cached", reason=self._cache_state.reason)
         cached = ssh_g_cache.load(self._cache_state, destination, user, port)
+        return None if cached is None else parse_ssh_g(cached, destination)
+
+    def _answered(self, destination: str, user: str | None, port: int | None, returncode: int | None,
+                  out: bytes, err: bytes) -> ResolvedHost:
+        """What one ``ssh -G`` run says of a destination (an error is a ConfigError)."""
+        if returncode != 0 and b"option -- G" in err:
+            # An ssh that has no -G (Dropbear's, OpenSSH before 6.8): the built-in parser stands in.
+            log.info("ssh_resolver", resolver=BUILTIN, reason=f"{self.ssh} has no -G option")
+            self.ssh, self.resolver = None, BUILTIN
+            return resolve_builtin(destination, config_file=self.config_file, user=user, port=port)
+        if returncode != 0:
+            raise ConfigError(f"SSH config for {destination}: {ssh_error_line(err)}",
+                              hint="`ssh -G` refuses it too; fix the SSH config")
+        answer = out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape")
+        resolved = parse_ssh_g(answer, destination)
+        assert self._cache_state is not None
+        ssh_g_cache.store(self._cache_state, destination, user, port, answer)
+        return resolved
+
+    async def _ssh_g(self, destination: str, user: str | None, port: int | None) -> ResolvedHost:
+        cached = self._cached(destination, user, port)
         if cached is not None:
-            return parse_ssh_g(cached, destination)
+            return cached
+        if (destination, user, port) in self._timed_out:
+            raise _timeout_error(destination)
+        argv = self._argv(destination, user, port)
         if self._limit is None:
             self._limit = asyncio.Semaphore(MAX_SSH_G_PROCESSES)
         async with self._limit:
@@ -168,20 +196,59 @@ class HostResolver:
             except (TimeoutError, asyncio.TimeoutError):
                 proc.kill()
                 await proc.wait()
-                raise ConfigError(f"ssh -G {destination} did not finish within {SSH_G_TIMEOUT:g}s",
-                                  hint="a 'Match exec' command in the SSH config may hang") from None
-        if proc.returncode != 0 and b"option -- G" in err:
-            # An ssh that has no -G (Dropbear's, OpenSSH before 6.8): the built-in parser stands in.
-            log.info("ssh_resolver", resolver=BUILTIN, reason=f"{self.ssh} has no -G option")
-            self.ssh, self.resolver = None, BUILTIN
-            return resolve_builtin(destination, config_file=self.config_file, user=user, port=port)
-        if proc.returncode != 0:
-            raise ConfigError(f"SSH config for {destination}: {ssh_error_line(err)}",
-                              hint="`ssh -G` refuses it too; fix the SSH config")
-        answer = out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape")
-        resolved = parse_ssh_g(answer, destination)
-        ssh_g_cache.store(self._cache_state, destination, user, port, answer)
-        return resolved
+                raise _timeout_error(destination) from None
+        return self._answered(destination, user, port, proc.returncode, out, err)
+
+    def prefetch(self, keys: Sequence[tuple[str, str | None, int | None]]) -> None:
+        """Resolve many destinations at once, before any event loop: the cache first, then
+        ``ssh -G`` for the rest, :data:`MAX_SSH_G_PROCESSES` at a time. Plain processes cost
+        a third of the CPU of asyncio's (no pipe transports, no watcher thread per child),
+        which the first run after a config change pays on every host. A destination that
+        fails here is left to :meth:`resolve`, which says why in its own words."""
+        import subprocess
+        from collections import deque
+
+        running: deque[tuple[tuple[str, str | None, int | None], subprocess.Popen[bytes]]] = deque()
+
+        def stop(proc: subprocess.Popen[bytes]) -> None:
+            proc.kill()
+            proc.wait()  # not its pipes: a Match exec command's own child may still hold them
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+
+        def finish() -> None:
+            key, proc = running.popleft()
+            try:
+                out, err = proc.communicate(timeout=SSH_G_TIMEOUT)
+                if self.ssh is not None:  # (an ssh without -G is found once; the rest go built-in)
+                    self._done[key] = self._answered(*key, proc.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                stop(proc)
+                self._timed_out.add(key)  # (not run again by resolve: it says so at once)
+            except ConfigError:
+                pass
+
+        try:
+            for key in dict.fromkeys(keys):
+                if self.ssh is None or key in self._done or key[0].startswith("-"):
+                    continue
+                cached = self._cached(*key)
+                if cached is not None:
+                    self._done[key] = cached
+                    continue
+                if len(running) >= MAX_SSH_G_PROCESSES:
+                    finish()
+                try:
+                    running.append((key, subprocess.Popen(self._argv(*key), stdin=subprocess.DEVNULL,
+                                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+                except OSError:
+                    break  # (resolve says why)
+            while running:
+                finish()
+        finally:
+            for _, proc in running:
+                stop(proc)
 
     async def plan(self, destination: str, user: str | None = None, port: int | None = None) -> ConnectionPlan:
         target = await self.resolve(destination, user, port)
@@ -200,6 +267,11 @@ class HostResolver:
         # ssh -J overrides a later hop's own ProxyJump/ProxyCommand.
         later = [replace(r, proxy_jump=None, proxy_command=None) for r in resolved[1:]]
         return (*before, resolved[0], *later)
+
+
+def _timeout_error(destination: str) -> ConfigError:
+    return ConfigError(f"ssh -G {destination} did not finish within {SSH_G_TIMEOUT:g}s",
+                       hint="a 'Match exec' command in the SSH config may hang")
 
 
 def default_resolver(options: SSHOptions, *, fresh: bool = False) -> HostResolver:
@@ -223,6 +295,8 @@ def resolve_all(targets: Sequence[SSHTarget], options: SSHOptions) -> None:
     if not targets:
         return
     resolver = default_resolver(options, fresh=True)
+    if resolver.ssh is not None:
+        resolver.prefetch([(t.host, t.user, t.port) for t in targets])
 
     async def one(target: SSHTarget) -> None:
         try:

@@ -86,3 +86,42 @@ def test_an_entry_others_could_write_is_ignored(tmp_path):
     os.chmod(entry, 0o600)
     state = ssh_g_cache.config_state(SSH, str(config))
     assert "10.6.6.6" in (ssh_g_cache.load(state, "a", None, None) or "")
+
+
+def test_prefetch_answers_as_one_resolve_at_a_time(tmp_path, monkeypatch):
+    """Many destinations resolved at once (plain processes, 16 at a time) give exactly the
+    plans that resolving each alone gives, with -l/-p, and a destination ssh refuses is
+    left to resolve, which names it."""
+    from envdoctor.errors import ConfigError
+    from envdoctor.transport import openssh
+    from envdoctor.transport.target import SSHOptions, SSHTarget
+
+    monkeypatch.setenv("ENVDOCTOR_SSH_G_CACHE", "off")
+    config = tmp_path / "config"
+    config.write_text("".join(f"Host h{i}\n  HostName 10.0.{i}.1\n  Port {2000 + i}\n" for i in range(40))
+                      + "Host *\n  User ops\n  Ciphers aes256-ctr\n")
+    keys = [(f"h{i}", "u" if i % 3 == 0 else None, 22 if i % 5 == 0 else None) for i in range(40)]
+    alone = [asyncio.run(HostResolver(str(config)).resolve(*key)) for key in keys]
+    together = HostResolver(str(config))
+    together.prefetch(keys)
+    assert [together._done[key] for key in keys] == alone
+    assert alone[3].user == "u" and alone[5].port == 22 and alone[1].ciphers == ("aes256-ctr",)
+
+    targets = [SSHTarget("h1"), SSHTarget("bad host")]  # ssh: hostname contains invalid characters
+    with pytest.raises(ConfigError, match="bad host"):
+        openssh.resolve_all(targets, SSHOptions(config_files=(str(config),)))
+
+
+def test_a_hanging_ssh_g_times_out_once(tmp_path, monkeypatch):
+    """A Match exec that hangs: ssh -G is stopped after the timeout and not run a second time."""
+    from envdoctor.errors import ConfigError
+    from envdoctor.transport import openssh
+    from envdoctor.transport.target import SSHOptions, SSHTarget
+
+    monkeypatch.setattr(openssh, "SSH_G_TIMEOUT", 1.0)
+    runs = tmp_path / "runs"
+    config = tmp_path / "config"
+    config.write_text(f'Match exec "echo run >> {runs}; sleep 20"\n  Port 2222\nHost slow\n  HostName 10.0.0.9\n')
+    with pytest.raises(ConfigError, match="did not finish within 1s"):
+        openssh.resolve_all([SSHTarget("slow")], SSHOptions(config_files=(str(config),)))
+    assert runs.read_text() == "run\n"
