@@ -389,8 +389,7 @@ def cli(verbose: int) -> None:
     """Diagnose and repair the environments of GPU hosts before LLM jobs run on them.
 
     HOST is `local` (the default), a host or group from envdoctor.toml, an alias from
-    ~/.ssh/config, user@host, or ssh://[user@]host[:port] (as for ssh, host:port on the
-    command line is a host name: give the port in an ssh:// URI).
+    ~/.ssh/config, user@host[:port] ([v6addr]:port for IPv6), or ssh://[user@]host[:port].
 
     \b
     Exit status: 0 nothing wrong, 1 something wrong on a host, 2 the command was wrong.

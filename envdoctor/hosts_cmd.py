@@ -20,6 +20,7 @@ from envdoctor.inventory import (
     mask_destination_password,
     parse_command_line_destination,
     resolve_hosts,
+    ssh_config_host_names,
 )
 from envdoctor.logsafe import redact_secret_values
 from envdoctor.transport.openssh import SSH_G, HostResolver, config_file_for
@@ -47,10 +48,13 @@ async def _plan_one(resolver: HostResolver, name: str, inventory: Inventory, ssh
         if name in inventory.hosts or name == LOCAL:
             spec = resolve_hosts([name], inventory, ssh_config_files=ssh_config)[0]
         else:
-            # Any name ssh would resolve, read as ssh reads it (``gpu1:2222`` is a host name):
-            # the plan shows where it goes. (check/fix refuse a bare name the config does not
-            # define, so that a typo never connects, and a host name with a ':' port.)
-            spec = HostSpec(name=name, ssh=parse_command_line_destination(name))
+            # Any name ssh would resolve, read as check reads it (``gpu1:2222`` is host and
+            # port, unless a Host line names the whole): the plan shows where it goes. (check
+            # and fix also refuse a bare name the config does not define, so that a typo never
+            # connects, and a host name with any other ':'.)
+            target = parse_command_line_destination(
+                name, named_by_config=lambda host: ssh_config_host_names(ssh_config).names(host))
+            spec = HostSpec(name=name, ssh=target)
         if spec.ssh is None:
             return PlanEntry(name, error=f"{name!r} is this machine: no SSH connection")
         plan = await resolver.plan(spec.ssh.host, spec.ssh.user, spec.ssh.port)

@@ -1,20 +1,18 @@
 """Which hosts to look at and what each should have: ``envdoctor.toml``, SSH aliases, ``local``.
 
 A HOST argument is, in this order: ``local``; a host or group of the inventory; a
-``user@host`` or ``ssh://[user@]host[:port]`` destination, a dotted name or an IP address
-(read as ``ssh`` reads them: ``gpu1:2222`` is a host name, refused with how to give a
-port); a name the user's OpenSSH config defines (a ``Host`` pattern that is not only
-wildcards nor negated on its line, or ``Match originalhost``; see
-:mod:`envdoctor.transport.ssh_aliases`). Anything else is a
-usage error naming the nearest alias, so that a typo never turns into a connection to a
-wrong machine.
+``user@host[:port]`` or ``ssh://[user@]host[:port]`` destination, a dotted name or an IP
+address (see :func:`parse_command_line_destination`); a name the user's OpenSSH config
+defines (a ``Host`` pattern that is not only wildcards nor negated on its line, or ``Match
+originalhost``; see :mod:`envdoctor.transport.ssh_aliases`). Anything else is a usage error
+naming the nearest alias, so that a typo never turns into a connection to a wrong machine.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -261,8 +259,8 @@ def _gpu_count(value: int | None, *, where: str) -> int | None:
 
 #: An inventory ``ssh = "..."`` value: the user is all before the last ``@``; a bare IPv6
 #: address (two or more colons) has no port; a name may hold ``[`` after its first character.
-#: (``host:port`` is envdoctor's inventory form; on the command line ``ssh`` reads the whole
-#: ``host:port`` as a host name: see :func:`parse_command_line_destination`.)
+#: (The command line reads the same ``host:port``, and other names as ssh reads them: see
+#: :func:`parse_command_line_destination`.)
 _DESTINATION = re.compile(r"^(?:(?P<user>\S+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[][^:@\s]*"
                           r"|[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[\w.-]+)?)(?::(?P<port>\d+))?$")
 
@@ -330,13 +328,23 @@ def parse_destination(text: str, *, where: str = "host") -> SSHTarget:
     return target
 
 
-def parse_command_line_destination(text: str, *, where: str = "host") -> SSHTarget:
-    """A destination given on the command line, read exactly as ``ssh DEST`` reads it: an
-    ``ssh://[user@]host[:port]`` URI (lower-case scheme, as ssh's strncmp), else
-    ``[user@]host`` split at the last ``@``, the host taken whole. ``gpu1:2222`` is the host
-    name ``gpu1:2222`` for ssh (and so for ``envdoctor hosts``); commands that connect refuse
-    it (see :func:`port_in_host_name`). What ssh refuses (invalid characters, an empty user,
-    a leading ``-``) is a ConfigError, and so is an empty host and a password."""
+#: The contract's ``host:port`` on the command line (DESIGN: HOST is ``user@host[:port]``): a
+#: name without ``:`` or a bracketed address, then a port number. (A bare IPv6 address has
+#: several colons and no port, as in the inventory.)
+_HOST_PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:\[\]]+):(?P<port>\d+)$")
+
+
+def parse_command_line_destination(text: str, *, where: str = "host",
+                                   named_by_config: Callable[[str], bool] = lambda name: False) -> SSHTarget:
+    """A destination given on the command line: an ``ssh://[user@]host[:port]`` URI (lower-case
+    scheme, as ssh's strncmp), else ``[user@]host[:port]`` split at the last ``@``, as the
+    contract promises. ``ssh`` itself would read ``gpu1:2222`` as the host name ``gpu1:2222``
+    and fail to look it up; envdoctor keeps its documented meaning (host ``gpu1``, port 2222),
+    except where the SSH config names the whole ``gpu1:2222`` in a Host line
+    (``named_by_config``): then, as for ssh, that block decides. Any other ``:`` stays in the
+    host name, as ssh reads it (commands that connect refuse it: :func:`port_in_host_name`).
+    What ssh refuses (invalid characters, an empty user, a leading ``-``) is a ConfigError,
+    and so is an empty host and a password."""
     if text.startswith("ssh://"):
         target = _parse_uri(text, where)
     else:
@@ -346,6 +354,13 @@ def parse_command_line_destination(text: str, *, where: str = "host") -> SSHTarg
         if at and not user:
             raise ConfigError(f"{where}: {text!r} has an empty user name before '@'")
         target = SSHTarget(host=host, user=user if at else None)
+        match = _HOST_PORT.match(host)
+        if match and not named_by_config(host):
+            port = int(match["port"])
+            if not 0 < port < 65536:
+                raise ConfigError(f"{where}: port {port} is out of range")
+            name = match["host"]
+            target = SSHTarget(host=name[1:-1] if name.startswith("[") else name, user=target.user, port=port)
     if not target.host:
         raise ConfigError(f"{where}: {mask_destination_password(text)!r} names no host")
     _refuse_password(target, text, where)
@@ -370,26 +385,18 @@ def _is_ip_address(host: str) -> bool:
 
 
 def port_in_host_name(text: str, target: SSHTarget) -> str | None:
-    """Why a command that connects refuses a command-line destination whose host name holds a
-    ``:`` (and is not an IP address): ssh reads ``gpu1:2222`` as the host name ``gpu1:2222``,
-    which is never what was meant. The message says how to give the port. None: no ``:``."""
+    """Why a command that connects refuses a command-line destination whose host name still
+    holds a ``:`` (not an IP address, not ``host:port``): ssh would look up that whole name,
+    which is never what was meant. The message says how to give a port. None: no ``:``."""
     host = target.host
     if ":" not in host or _is_ip_address(host):
         return None
     given = repr(mask_destination_password(text))
     if text[:6].lower() == "ssh://":
         return f"{given}: the scheme is ssh:// in lower case (ssh reads {given} as a host name)"
-    start = f"{given}: ssh reads the host name {host!r} here (a destination on the command line carries no :port)"
-    name, _, port = host.rpartition(":")
     user = f"{target.user}@" if target.user else ""
-    if name.startswith("[") and name.endswith("]") and ":" not in name:
-        name = name[1:-1]  # [127.0.0.1]:2222
-    if name.startswith("[") or ":" in name:
-        return (f"{start}; an IPv6 address takes its port from a Host block of the SSH config (HostName, Port) "
-                f"or from envdoctor.toml (ssh = \"{user}[v6addr]:port\"): ssh:// URIs take no IPv6 address")
-    if port.isdigit() and re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        return f"{start}; give the port as ssh://{user}{name}:{port}"
-    return f"{start}; give a port as ssh://{user}HOST:PORT"
+    return (f"{given}: {host!r} is not a host name nor host:port (a port is a number: "
+            f"{user}HOST:PORT, [ADDRESS]:PORT or ssh://{user}HOST:PORT)")
 
 
 def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:
@@ -439,14 +446,16 @@ def resolve_hosts(
         elif name == LOCAL:
             specs[name] = HostSpec(name=LOCAL, ssh=None)
         elif "@" in name or looks_like_address(name):
-            target = parse_command_line_destination(name)
-            refusal = port_in_host_name(name, target)
-            if refusal is not None:
-                # Unless the SSH config itself names it (``Host gpu1:2222``): then ssh uses that block.
+            def named(host: str) -> bool:  # ``Host gpu1:2222``: ssh uses that block, and so do we
+                nonlocal alias_patterns
                 if alias_patterns is None:
                     alias_patterns = ssh_config_host_names(ssh_config_files)
-                if not alias_patterns.names(target.host):
-                    raise ConfigError(refusal)
+                return alias_patterns.names(host)
+
+            target = parse_command_line_destination(name, named_by_config=named)
+            refusal = port_in_host_name(name, target)
+            if refusal is not None and not named(target.host):
+                raise ConfigError(refusal)
             specs[name] = HostSpec(name=name, ssh=target)
         else:
             if alias_patterns is None:

@@ -105,7 +105,7 @@ def test_auth_failure_and_unreachable_are_distinct(run_cli, sshd, tmp_path):
     auth = run_cli("check", "stranger", "--ssh-config", str(config), "--format", "json")
     assert results_by_id(json.loads(auth.stdout)["hosts"][0])["host.reachable"]["details"]["kind"] == "auth"
 
-    closed = run_cli("check", f"ssh://root@127.0.0.1:{_closed_port()}", "--format", "json", "--connect-timeout", "5")
+    closed = run_cli("check", f"root@127.0.0.1:{_closed_port()}", "--format", "json", "--connect-timeout", "5")
     data = json.loads(closed.stdout)["hosts"][0]
     results = results_by_id(data)
     assert results["host.reachable"]["details"]["kind"] == "unreachable"

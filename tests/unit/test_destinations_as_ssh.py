@@ -1,6 +1,8 @@
-"""Command-line destinations read exactly as `ssh DEST` reads them (real `ssh -G` is the
-oracle), the inventory's documented ``host:port`` kept, and the ``host`` of `envdoctor hosts`
-echoed as it was given (only a password masked) while other secrets stay redacted."""
+"""Command-line destinations read as `ssh DEST` reads them (real `ssh -G` is the oracle), except
+the contract's ``[user@]host:port`` (DESIGN: HOST is ``user@host[:port]``), which is read as
+`ssh -p PORT [user@]host` would be; the inventory's ``host:port`` kept; and the ``host`` of
+`envdoctor hosts` echoed as it was given (only a password masked) while other secrets stay
+redacted."""
 
 from __future__ import annotations
 
@@ -18,22 +20,28 @@ from envdoctor.inventory import load_inventory, parse_command_line_destination, 
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs an OpenSSH client (the oracle)")
 
-#: Destinations `ssh -G` accepts: host:port forms (the whole is a host name for ssh), IPv6
-#: literals with and without brackets, scopes, the last `@`, URIs, a `%` in the destination.
+#: Destinations `ssh -G` accepts, read as ssh reads them: IPv6 literals with and without
+#: brackets, scopes, the last `@`, URIs, a `%` in the destination, names with other colons.
 ACCEPTED = [
-    "gpu1:2222", "a:22", "user@a:22", "[::1]:22", "[::1]", "::1", "fe80::1%eth0", "fe80::1%lo:22",
-    "fe80::1%nosuch:22", "::1:22", "1.2.3.4:22", "A:22", "Gpu1", "a:b", "a:", "[a]:22", "x]:1", "a:22:33",
-    "u@h", "a@b@c", "u x@h", "ssh://u@h", "ssh://h:2222", "ssh://u;fp=x@h:ssh", "ssh://u%40x@h/", "SSH://h:2",
-    "h%h", "a%b:22", "FE80::1", "::FFFF:1.2.3.4",
+    "[::1]", "::1", "fe80::1%eth0", "fe80::1%lo:22", "fe80::1%nosuch:22", "::1:22", "Gpu1", "a:b", "a:", "x]:1",
+    "a:22:33", "u@h", "a@b@c", "u x@h", "ssh://u@h", "ssh://h:2222", "ssh://u;fp=x@h:ssh", "ssh://u%40x@h/",
+    "SSH://h:2", "h%h", "FE80::1", "::FFFF:1.2.3.4",
+]
+#: The contract's host:port: (destination, what `ssh -G` is asked instead: -l/-p and the host).
+CONTRACT = [
+    ("gpu1:2222", ["-p", "2222", "gpu1"]), ("a:22", ["-p", "22", "a"]), ("user@a:22", ["-p", "22", "user@a"]),
+    ("[::1]:22", ["-p", "22", "::1"]), ("1.2.3.4:2201", ["-p", "2201", "1.2.3.4"]), ("A:22", ["-p", "22", "A"]),
+    ("[a]:22", ["-p", "22", "a"]), ("a%b:22", ["-p", "22", "a%b"]), ("u@[::ffff:127.0.0.1]:2222",
+                                                                       ["-p", "2222", "u@::ffff:127.0.0.1"]),
 ]
 #: Destinations `ssh -G` refuses: envdoctor must refuse them too (exit 2, one line).
 REFUSED_BY_SSH = ["@h", "a b", "h;rm", "u;x@h", "u -x@h", "ssh://[::1]:2222", "ssh://h/path", "ssh://h:0",
                   "ssh://u'x@h", "a,b"]
 
 
-def ssh_g(config: Path, dest: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ssh", "-G", "-F", str(config), "--", dest], check=False, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=30)
+def ssh_g(config: Path, dest: str, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ssh", "-G", "-F", str(config), *options, "--", dest], check=False, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=30)
 
 
 def envdoctor(*args: str, without_ssh: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,14 +64,17 @@ def empty_config(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("without_ssh", [False, True], ids=["ssh-G", "built-in"])
 def test_hosts_json_agrees_with_ssh_G(empty_config: Path, without_ssh: bool) -> None:
     """hostname, port and user of `hosts --format json` are ssh -G's for every destination ssh
-    accepts (`gpu1:2222` is the host name `gpu1:2222`, port 22), with ssh -G and without it."""
-    res = envdoctor("hosts", *ACCEPTED, "--ssh-config", str(empty_config), "--format", "json",
+    accepts, and `ssh -G -p PORT host`'s for the contract's `host:port`, with ssh -G and without."""
+    given = [*ACCEPTED, *(dest for dest, _ in CONTRACT)]
+    asked = [[dest] for dest in ACCEPTED] + [ssh_args for _, ssh_args in CONTRACT]
+    res = envdoctor("hosts", *given, "--ssh-config", str(empty_config), "--format", "json",
                     without_ssh=without_ssh)
     assert res.returncode == 0, res.stdout + res.stderr
     entries = json.loads(res.stdout)["hosts"]
-    assert [e["host"] for e in entries] == ACCEPTED  # and the host is each destination as given
-    for dest, entry in zip(ACCEPTED, entries):
-        want = dict(line.split(" ", 1) for line in ssh_g(empty_config, dest).stdout.splitlines() if " " in line)
+    assert [e["host"] for e in entries] == given  # and the host is each destination as given
+    for dest, args, entry in zip(given, asked, entries):
+        answer = ssh_g(empty_config, args[-1], *args[:-1]).stdout
+        want = dict(line.split(" ", 1) for line in answer.splitlines() if " " in line)
         assert (entry["hostname"], entry["port"], entry["user"]) == (want["hostname"], int(want["port"]),
                                                                      want["user"]), dest
 
@@ -79,20 +90,35 @@ def test_destinations_ssh_refuses_are_usage_errors(empty_config: Path, dest: str
 
 
 @pytest.mark.parametrize(("dest", "advice"), [
-    ("127.0.0.1:2222", "ssh://127.0.0.1:2222"),
-    ("root@127.0.0.2:2222", "ssh://root@127.0.0.2:2222"),
-    ("[127.0.0.1]:2222", "ssh://127.0.0.1:2222"),
-    ("[::ffff:127.0.0.1]:2222", "Host block"),
+    ("127.0.0.1:ssh", "ssh://HOST:PORT"),
+    ("root@127.0.0.2:22:33", "ssh://root@HOST:PORT"),
+    ("127.0.0.1:", "HOST:PORT"),
     ("SSH://127.0.0.1:2", "lower case"),
 ])
-def test_check_refuses_a_port_in_the_host_name(empty_config: Path, dest: str, advice: str) -> None:
-    """A command that connects refuses `host:port` (ssh would look up the name `host:port`) in one
-    line, exit 2, saying how to give the port; it never connects anywhere. (Every address here
-    is 127.0.0.0/8, should a regression try to connect.)"""
+def test_check_refuses_a_colon_that_is_no_port(empty_config: Path, dest: str, advice: str) -> None:
+    """A command that connects refuses a host name with a `:` that is not `host:port` (ssh would
+    look up the whole name) in one line, exit 2, saying how to give a port; it never connects
+    anywhere. (Every address here is 127.0.0.0/8, should a regression try to connect.)"""
     res = envdoctor("check", dest, "--ssh-config", str(empty_config))
     assert res.returncode == 2, res.stdout + res.stderr
     first = res.stderr.splitlines()[0]
     assert advice in first and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(("dest", "target"), [
+    ("root@127.0.0.1:2222", ("127.0.0.1", "root", 2222)),
+    ("127.0.0.1:2201", ("127.0.0.1", None, 2201)),
+    ("[::1]:2201", ("::1", None, 2201)),
+    ("ops@[127.0.0.1]:22", ("127.0.0.1", "ops", 22)),
+    ("ssh://root@127.0.0.1:2222", ("127.0.0.1", "root", 2222)),
+    ("::1", ("::1", None, None)),
+])
+def test_the_contracts_host_port_is_host_and_port(empty_config: Path, dest: str, target: tuple) -> None:
+    """DESIGN's HOST `user@host[:port]`: check and fix connect to that host and port."""
+    (spec,) = resolve_hosts([dest], load_inventory(None), ssh_config_files=[str(empty_config)])
+    assert spec.ssh is not None and (spec.ssh.host, spec.ssh.user, spec.ssh.port) == target
+    with pytest.raises(ConfigError, match="out of range"):
+        resolve_hosts(["root@127.0.0.1:70000"], load_inventory(None), ssh_config_files=[str(empty_config)])
 
 
 def test_a_host_line_naming_host_port_is_followed(tmp_path: Path) -> None:
