@@ -456,19 +456,25 @@ def resolve_hosts(
             refusal = port_in_host_name(name, target)
             if refusal is not None and not named(target.host):
                 raise ConfigError(refusal)
+            if "@" not in name and not looks_like_address(target.host) and not named(target.host):
+                unknown(target.host, given=name)  # ``ct20:22``: a bare name with a port is still a typo
             specs[name] = HostSpec(name=name, ssh=target)
         else:
             if alias_patterns is None:
                 alias_patterns = ssh_config_host_names(ssh_config_files)
             if not alias_patterns.names(name):
-                where = f"in {inventory.path}" if inventory.path else "in an envdoctor.toml"
-                nearest = alias_patterns.nearest(name, [*inventory.hosts, *inventory.groups])
-                raise ConfigError(
-                    f"unknown host {name!r}: not a host or group {where} and not a Host in your SSH config"
-                    + (f" (did you mean {nearest!r}?)" if nearest else ""),
-                    hint="add it to envdoctor.toml or ~/.ssh/config, or give user@host or ssh://[user@]host:port",
-                )
+                unknown(name)
             specs[name] = HostSpec(name=name, ssh=parse_command_line_destination(name))
+
+    def unknown(name: str, *, given: str = "") -> None:
+        assert alias_patterns is not None
+        where = f"in {inventory.path}" if inventory.path else "in an envdoctor.toml"
+        nearest = alias_patterns.nearest(name, [*inventory.hosts, *inventory.groups])
+        raise ConfigError(
+            f"unknown host {name!r}{f' (in {given!r})' if given else ''}: not a host or group {where} and not a "
+            "Host in your SSH config" + (f" (did you mean {nearest!r}?)" if nearest else ""),
+            hint="add it to envdoctor.toml or ~/.ssh/config, or give user@host[:port] or ssh://[user@]host[:port]",
+        )
 
     for name in names:
         add(name, ())

@@ -23,7 +23,8 @@ class SSHTarget:
     port: int | None = None
 
     def __str__(self) -> str:
-        text = f"{self.user}@{self.host}" if self.user else self.host
+        host = f"[{self.host}]" if self.port and ":" in self.host else self.host  # [::1]:22, as it is written
+        text = f"{self.user}@{host}" if self.user else host
         return f"{text}:{self.port}" if self.port else text
 
 

@@ -190,3 +190,17 @@ def test_command_line_parser_refuses_in_one_line(text: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_command_line_destination(text)
     assert "\n" not in str(caught.value)
+
+
+def test_a_bare_name_with_a_port_is_still_guarded(tmp_path: Path) -> None:
+    """`ct20:22` is a typo of the alias `ct200` just as `ct20` is: refused with the nearest
+    alias; a name the config defines, a dotted name and user@name take a port freely."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host ct200\n  HostName 127.0.0.1\n")
+    with pytest.raises(ConfigError, match=r"unknown host 'ct20' \(in 'ct20:22'\).*did you mean 'ct200'"):
+        resolve_hosts(["ct20:22"], load_inventory(None), ssh_config_files=[str(config)])
+    specs = resolve_hosts(["ct200:2222", "gpu.example:22", "root@ct20:22", "[::1]:22"], load_inventory(None),
+                          ssh_config_files=[str(config)])
+    assert [(s.ssh.host, s.ssh.port) for s in specs if s.ssh] == [
+        ("ct200", 2222), ("gpu.example", 22), ("ct20", 22), ("::1", 22)]
+    assert [str(s.ssh) for s in specs] == ["ct200:2222", "gpu.example:22", "root@ct20:22", "[::1]:22"]
