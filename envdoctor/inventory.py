@@ -457,6 +457,9 @@ def resolve_hosts(
             if refusal is not None and not named(target.host):
                 raise ConfigError(refusal)
             if "@" not in name and not looks_like_address(target.host) and not named(target.host):
+                if target.host in inventory.hosts or target.host in inventory.groups:
+                    raise ConfigError(f"{name!r}: {target.host!r} is a host or group of the inventory; give it "
+                                      "without a port (its ssh = \"...\" line says where it is)")
                 unknown(target.host, given=name)  # ``ct20:22``: a bare name with a port is still a typo
             specs[name] = HostSpec(name=name, ssh=target)
         else:

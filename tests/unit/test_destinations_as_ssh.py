@@ -204,3 +204,10 @@ def test_a_bare_name_with_a_port_is_still_guarded(tmp_path: Path) -> None:
     assert [(s.ssh.host, s.ssh.port) for s in specs if s.ssh] == [
         ("ct200", 2222), ("gpu.example", 22), ("ct20", 22), ("::1", 22)]
     assert [str(s.ssh) for s in specs] == ["ct200:2222", "gpu.example:22", "root@ct20:22", "[::1]:22"]
+
+
+def test_an_inventory_host_with_a_port_is_refused_saying_why(tmp_path: Path, empty_config: Path) -> None:
+    (tmp_path / "envdoctor.toml").write_text('[hosts.ct200]\nssh = "root@10.0.0.5:2222"\n')
+    with pytest.raises(ConfigError, match="'ct200' is a host or group of the inventory; give it without a port"):
+        resolve_hosts(["ct200:22"], load_inventory(str(tmp_path / "envdoctor.toml")),
+                      ssh_config_files=[str(empty_config)])
