@@ -18,8 +18,9 @@ from envdoctor.probe.core import (
 )
 from envdoctor.probe.discovery import add_real_paths, describe_static, discover_envs
 
-# Printed by the venv's own interpreter. No -I: the user's interpreter sees user site and
-# PYTHONPATH, and so must we. Run from / so the working directory adds nothing to sys.path.
+# Printed by the venv's own interpreter, run with -I -S (no PYTHON* variables, no .pth file
+# runs) from / so the working directory adds nothing to sys.path. Under -S a venv's
+# sys.prefix is its base install: finish_inspection finds the venv from the layout.
 INSPECT = r"""
 import json, os, platform, sys
 impl = sys.implementation
@@ -227,7 +228,9 @@ def finish_inspection(prefix, python, proc, error, timeout):
         env["error"] = error
     if info is not None:
         env.update(info)
-        env["prefix"] = prefix or info["prefix"]
+        # The interpreter ran with -S, so a venv's python3 reported its base install as
+        # sys.prefix: its environment is the venv, found as site.py finds it.
+        env["prefix"] = prefix or venv_prefix_of(info.get("executable") or python) or info["prefix"]
         sites = with_pth_paths(env_site_dirs(prefix or venv_prefix_of(python) or None))
         sys_path = info["sys_path"] + [p for p in sites if p not in info["sys_path"]]
     else:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import glob
+import os
+import subprocess
+import sys
 import venv as venv_module
 from pathlib import Path
 
@@ -121,3 +125,20 @@ def test_stage_commands_name_what_they_run():
     spec = HostSpec("h", None, requires=("tiktoken>=0.7",))
     needs = job_needs(spec, HostFacts(probe=facts().probe), ["{python} -m vllm.entrypoints.openai.api_server"])
     assert [n.requirement for n in needs] == ["tiktoken>=0.7", "vllm"]
+
+
+def test_default_python3_that_is_a_venvs_reports_the_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A venv's python3 first on PATH: the default environment is that venv (its prefix and its
+    site-packages), although the interpreter reports on itself under -S, where sys.prefix is
+    the base install."""
+    venv = tmp_path / "job venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("ENVDOCTOR_PY3", str(venv / "bin" / "python3"))
+    data = venvs_section({"configured": [], "discover": False}, lambda item: None)
+    default = data["default"]
+    assert default["runs"] is True
+    assert default["prefix"] == str(venv)
+    assert default["base_prefix"] == sys.base_prefix
+    assert [os.path.realpath(p) for p in default["site_packages"]] == \
+        [os.path.realpath(p) for p in glob.glob(str(venv / "lib" / "python3*" / "site-packages"))]
+    assert Environment.from_probe(default).is_venv
