@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from envdoctor.facts import ProgramOnPath
 from envdoctor.graph import CheckContext, check
 from envdoctor.results import CheckResult, Remedy, failed, passed, warned
@@ -30,7 +32,7 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
             return failed(
                 f"venv {ctx.spec.venv} does not exist{hint}",
                 remedy=Remedy(
-                    summary=f"create it (python3 -m venv {ctx.spec.venv}) or pass the right --venv",
+                    summary=f"create it (python3 -m venv {shlex.quote(ctx.spec.venv)}) or pass the right --venv",
                     automatic=False,
                 ),
                 discovered=found,
@@ -91,7 +93,7 @@ def pip_path(ctx: CheckContext) -> CheckResult:
     env = target_env(ctx)
     assert env is not None  # python.venv passed
     python = target_python(ctx)
-    remedy = Remedy(summary=f"call {python} -m pip, never a bare `pip` (envdoctor's remedies do)", automatic=False)
+    remedy = Remedy(summary=f"call {shlex.quote(python)} -m pip, never a bare `pip` (envdoctor's remedies do)", automatic=False)
     on_path = ctx.facts.on_path
     pip = on_path.get("pip") or on_path.get("pip3")
     python3 = on_path.get("python3")

@@ -68,7 +68,7 @@ class Candidate:
             parts.append(f"lacks {', '.join(dict.fromkeys(n.name for n in self.unmet))}")
         if self.env.foreign:
             parts.append("another user owns it or anyone may write it")
-        return f"pass --venv {self.env.prefix} ({'; '.join(parts)})"
+        return f"pass --venv {shlex.quote(self.env.prefix)} ({'; '.join(parts)})"
 
     def version(self, name: str) -> str:
         dist = self.env.installed.get(canonicalize_name(name))

@@ -107,3 +107,17 @@ def test_unreachable_host_blocks_everything_with_the_cause():
     assert results["python.venv"].status is Status.BLOCKED
     assert results["python.venv"].blocked_by == "host.python"
     assert results["packages.required"].blocked_by == "python.venv"
+
+
+def test_advice_quotes_paths_a_person_would_paste_into_a_shell():
+    """A venv path with a space or a `;` is quoted in the advice: pasted as shown it makes that
+    venv, calls that pip, and runs nothing else."""
+    venv_path = "/srv/job venv;rm -rf x"
+    missing = evaluate(HostSpec("h", None, venv=venv_path), facts())["python.venv"]
+    assert missing.status is Status.FAIL
+    assert "python3 -m venv '/srv/job venv;rm -rf x')" in missing.remedy.summary
+
+    venv = env(venv_path)
+    on_path = {"pip": ProgramOnPath("/usr/bin/pip", "/usr/bin/pip", "/usr/bin/python3")}
+    warned = evaluate(HostSpec("h", None, venv=venv_path), facts(venv, on_path=on_path))["python.pip-path"]
+    assert warned.remedy.summary.startswith("call '/srv/job venv;rm -rf x/bin/python' -m pip")

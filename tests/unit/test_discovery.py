@@ -142,3 +142,10 @@ def test_default_python3_that_is_a_venvs_reports_the_venv(tmp_path: Path, monkey
     assert [os.path.realpath(p) for p in default["site_packages"]] == \
         [os.path.realpath(p) for p in glob.glob(str(venv / "lib" / "python3*" / "site-packages"))]
     assert Environment.from_probe(default).is_venv
+
+
+def test_suggested_venv_is_quoted_for_the_shell():
+    """`pass --venv P` names a path with a space so that pasting it passes that path."""
+    spaced = env("/srv/job venv", dist("vllm", "0.11.0"))
+    ranked = rank([spaced], [Need("vllm", "--require")])
+    assert ranked[0].describe().startswith("pass --venv '/srv/job venv' (it has vllm 0.11.0")
