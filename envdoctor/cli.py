@@ -500,7 +500,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> Non
     """Find model-loading calls without trust_remote_code in Python source.
 
     PATH is a file or a folder (a site-packages folder, a package, a repository).
-    Exit status 1 when a call is missing the flag or passes False.
+    Exit status 1 when a call is missing the flag or passes False; 2 when a file named
+    as PATH is not UTF-8 or does not parse (in a folder such files are listed as errors).
 
     \b
     Examples:
@@ -515,6 +516,13 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> Non
             raise UsageError(f"{path} does not exist", hint="give a Python file or a folder to scan")
     scanner = TrustRemoteCodeScanner(jobs=jobs)
     scans = [(Path(p), scanner.scan([p])) for p in paths]
+    for root, report in scans:
+        # A file named on the command line that cannot be read as Python is bad input; inside a
+        # folder such a file is listed with the rest (site-packages holds test data that does not parse).
+        if root.is_file() and report.errors:
+            raise UsageError(f"{root}: {report.errors[0].message}",
+                             hint="scan reads Python 3 source as UTF-8: fix the file, or scan its folder "
+                                  "to list it among the files that could not be scanned")
     gaps = sum(len(r.gaps) for _, r in scans)
     emit(render_scan(scans, fmt), output, f"{gaps} call(s) without trust_remote_code" if gaps else "no gaps")
     sys.exit(EXIT_PROBLEMS if gaps else EXIT_OK)

@@ -145,3 +145,19 @@ def test_check_scan_of_a_name_not_installed_is_a_usage_error(run_cli, sshd, spec
     first = res.stderr.splitlines()[0]
     assert first.startswith("envdoctor: error: --scan no-such-dist: not installed on any host checked")
     assert "Traceback" not in res.stderr
+
+
+def test_scan_of_a_named_file_that_cannot_be_read_as_python_is_bad_input(run_cli, tmp_path):
+    """A file named on the command line that does not parse, or is not UTF-8, is a one-line
+    error with exit 2; the same file inside a scanned folder is only listed among the errors."""
+    (tmp_path / "broken.py").write_text("from transformers import AutoTokenizer\nAutoTokenizer.from_pretrained('m'\n")
+    (tmp_path / "latin.py").write_bytes(b"from transformers import AutoTokenizer\nx = '\xe9'\n")
+    for name, says in (("broken.py", "does not parse"), ("latin.py", "not UTF-8")):
+        res = run_cli("scan", str(tmp_path / name))
+        assert res.exit_status == 2, res.stdout
+        first = res.stderr.splitlines()[0]
+        assert first.startswith("envdoctor: error:") and name in first and says in first
+        assert "Traceback" not in res.stderr and res.stdout == ""
+    folder = run_cli("scan", str(tmp_path), "--format", "json")
+    assert folder.exit_status == 0, folder.stderr
+    assert sorted(e["path"] for e in json.loads(folder.stdout)["errors"]) == ["broken.py", "latin.py"]

@@ -63,14 +63,19 @@ def test_string_runs_are_bounded_exactly_when_the_tokenizer_is_skipped(ending):
 
 
 def test_deep_source_through_the_scanner_cli_exits_without_a_crash(tmp_path):
-    """`envdoctor scan` on a 20,000-deep file reports it as unscannable instead of dying with SIGSEGV."""
+    """`envdoctor scan` on a 20,000-deep file says it cannot be scanned instead of dying with SIGSEGV: a
+    one-line error (exit 2) when the file is named, one of the errors when its folder is."""
     bad = tmp_path / "bad.py"
     bad.write_text("from transformers import AutoTokenizer\nAutoTokenizer.from_pretrained('m')\nx = "
                    + "(" * 20000 + "1" + ")" * 20000 + "\n")
     proc = subprocess.run([sys.executable, "-m", "envdoctor", "scan", str(bad)], capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode in (0, 1), proc.stderr
-    assert "nested brackets" in proc.stdout and "Traceback" not in proc.stderr
+    assert proc.returncode == 2, proc.stderr  # a named file that cannot be scanned is bad input
+    assert proc.stderr.startswith("envdoctor: error:") and "nested brackets" in proc.stderr.splitlines()[0]
+    assert "Traceback" not in proc.stderr
+    inside = subprocess.run([sys.executable, "-m", "envdoctor", "scan", str(tmp_path)], capture_output=True,
+                            text=True, timeout=120)
+    assert inside.returncode == 0 and "nested brackets" in inside.stdout, inside.stderr
 
 
 @pytest.mark.parametrize("answer, words", [
