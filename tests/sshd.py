@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,18 +96,21 @@ class SSHServer:
 
 
 def start_sshd(root: Path, aliases: list[str], *, max_startups: str = "300:30:600",
-               client_key: Path | None = None, host_certificate_ca: Path | None = None) -> SSHServer:
+               client_key: Path | None = None, host_certificate_ca: Path | None = None,
+               host_key_type: str = "ed25519", extra_config: Sequence[str] = ()) -> SSHServer:
     """A new sshd with its own host key. ``client_key``: accept that existing key (e.g. another
     server's) instead of generating one, so one identity reaches two servers with different host
     keys. ``host_certificate_ca``: a CA private key that signs the host key (principal 127.0.0.1),
-    served as the sshd's HostCertificate."""
+    served as the sshd's HostCertificate. ``host_key_type``: ssh-keygen's -t for the host key
+    (``host_<type>`` in ``root``). ``extra_config``: more sshd_config lines (an old server's
+    algorithms)."""
     sshd = find_sshd()
     if sshd is None:
         raise RuntimeError("sshd is not installed (apt-get install openssh-server)")
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
-    host_key = root / "host_ed25519"
-    host_pub = keygen(host_key)
+    host_key = root / f"host_{host_key_type}"
+    host_pub = keygen(host_key, host_key_type)
     if client_key is None:
         client_key = root / "client_ed25519"
         client_pub = keygen(client_key)
@@ -142,6 +146,7 @@ def start_sshd(root: Path, aliases: list[str], *, max_startups: str = "300:30:60
                 f"MaxStartups {max_startups}",
                 "MaxSessions 200",
                 "Subsystem sftp internal-sftp",
+                *extra_config,
                 "",
             ]
         )

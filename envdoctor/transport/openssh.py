@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -64,9 +64,17 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         host_key_alias=alias,
         check_host_ip=single.get("checkhostip") == "yes",
         connect_timeout=None if timeout == "none" else float(timeout),
-        ciphers=tuple(c for c in single["ciphers"].split(",") if c) if "ciphers" in single else None,
+        ciphers=_algorithm_list(single, "ciphers"),
+        kex_algorithms=_algorithm_list(single, "kexalgorithms"),
+        macs=_algorithm_list(single, "macs"),
+        host_key_algorithms=_algorithm_list(single, "hostkeyalgorithms"),
         resolver=SSH_G,
     )
+
+
+def _algorithm_list(single: Mapping[str, str], key: str) -> tuple[str, ...] | None:
+    """One of ssh -G's algorithm lists; None when it prints none (ssh keeps no list then)."""
+    return tuple(a for a in single[key].split(",") if a) if key in single else None
 
 
 def ssh_error_line(stderr: bytes) -> str:

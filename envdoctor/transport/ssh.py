@@ -33,7 +33,7 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import ciphers, known_hosts
+from envdoctor.transport import algorithms, ciphers, known_hosts
 from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
@@ -361,16 +361,51 @@ def _asyncssh_ciphers() -> tuple[str, ...]:
     return tuple(name.decode("ascii") for name in get_encryption_algs())
 
 
+@functools.lru_cache(maxsize=None)
+def _asyncssh_algorithms(kind: str) -> tuple[str, ...]:
+    """What asyncssh can do of one kind: ``kex``, ``mac`` or ``host_key`` (certificates too)."""
+    if kind == "kex":
+        from asyncssh.kex import get_kex_algs
+
+        names = list(get_kex_algs())
+    elif kind == "mac":
+        from asyncssh.mac import get_mac_algs
+
+        names = list(get_mac_algs())
+    else:
+        from asyncssh.public_key import get_certificate_algs, get_public_key_algs
+
+        names = [*get_certificate_algs(), *get_public_key_algs()]
+    return tuple(name.decode("ascii") for name in names)
+
+
+def _host_key_algorithms(host: ResolvedHost, trusted: Sequence[asyncssh.SSHKey],
+                         authorities: Sequence[asyncssh.SSHKey]) -> list[str]:
+    """The host key algorithms to ask for: ssh's list (``HostKeyAlgorithms``) that asyncssh
+    can verify, narrowed, as asyncssh narrows its own, to those of the keys known_hosts has
+    for the host (certificates when a CA is trusted for it); all of them for a host not yet
+    known. A known key of a type ssh no longer allows (ssh-dss) leaves ssh's whole list: the
+    host's other keys are then unknown to known_hosts and refused, as ssh refuses them."""
+    allowed = algorithms.usable(algorithms.HOST_KEYS, host.host_key_algorithms, _asyncssh_algorithms("host_key"),
+                                host.host)
+    known = {name.decode("ascii") for key in trusted for name in key.sig_algorithms}
+    if authorities:
+        known.update(name for name in allowed if name.endswith("-cert-v01@openssh.com"))
+    preferred = [name for name in allowed if name in known]
+    return preferred or allowed
+
+
 def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyncssh.SSHClientConnection | None,
                     timeout: float, keepalive: float, accept_unknown: bool) -> dict[str, object]:
     """asyncssh's options for exactly the resolved values; asyncssh reads no config file itself."""
     identities = list(host.existing_identity_files)
+    trusted, authorities = _import_keys(keys.trusted), _import_keys(keys.cert_authorities)
     kwargs: dict[str, object] = {
         "port": host.port,
         "username": host.user,
         "config": [],
         # Matched by us as OpenSSH matches (HostKeyAlias, [host]:port, hashes); a revoked key is refused.
-        "known_hosts": (_import_keys(keys.trusted), _import_keys(keys.cert_authorities), _import_keys(keys.revoked)),
+        "known_hosts": (trusted, authorities, _import_keys(keys.revoked)),
         "client_factory": functools.partial(_HostKeyClient, accept_unknown),
         "connect_timeout": timeout,
         "keepalive_interval": keepalive,
@@ -378,6 +413,11 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "ignore_encrypted": True,  # like ssh in batch mode: a key needing a passphrase is skipped
         # Only what ssh would offer (Ciphers), AES-GCM first on AES hardware (see transport.ciphers).
         "encryption_algs": ciphers.offered(host.ciphers, _asyncssh_ciphers(), host.host),
+        # Nothing else outside ssh's lists either: asyncssh's own defaults include SHA-1 key
+        # exchange and ssh-rsa host keys, which OpenSSH no longer accepts (transport.algorithms).
+        "kex_algs": algorithms.usable(algorithms.KEX, host.kex_algorithms, _asyncssh_algorithms("kex"), host.host),
+        "mac_algs": algorithms.usable(algorithms.MACS, host.macs, _asyncssh_algorithms("mac"), host.host),
+        "server_host_key_algs": _host_key_algorithms(host, trusted, authorities),
     }
     if host.host_key_alias:
         kwargs["host_key_alias"] = host.host_key_alias

@@ -10,7 +10,7 @@ import functools
 import os
 import re
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envdoctor.errors import ConfigError
@@ -32,8 +32,7 @@ from envdoctor.transport.ssh_tokens import (
     local_account,
     tilde_expand,
 )
-from envdoctor.transport.ciphers import assemble as assemble_ciphers
-from envdoctor.transport.ciphers import check_spec
+from envdoctor.transport import algorithms
 from envdoctor.transport.ssh_values import check_value, convtime
 from envdoctor.transport.target import ResolvedHost
 
@@ -51,7 +50,7 @@ BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 #: Keywords that take exactly one argument (more is an error, as in ssh).
 SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
-                    "canonicalizehostname", "ciphers"})
+                    "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms"})
 
 
 #: Every keyword OpenSSH 9.2 (Debian) accepts, deprecated and unsupported ones included (those
@@ -287,8 +286,8 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
         parsed = STRICT_VALUES[value.lower()]
     elif keyword == "connecttimeout":
         parsed = None if value == "none" else parse_time(value, where)
-    elif keyword == "ciphers":
-        check_spec(value, where)
+    elif keyword in algorithms.KINDS:
+        algorithms.check_spec(algorithms.KINDS[keyword], value, where)
     elif keyword in ("userknownhostsfile", "globalknownhostsfile"):
         if not args:
             raise ConfigError(f"{where}: {keyword} needs a file name")
@@ -449,6 +448,17 @@ def _readable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.R_OK)
 
 
+def host_key_algorithms(value: str | None, sources: Mapping[str, str]) -> tuple[str, ...] | None:
+    """``HostKeyAlgorithms`` assembled; where it leaves no key type (a ``!`` pattern, a short
+    name such as ``RSA``, no name), ``ssh -G`` stops: "expand HostKeyAlgorithms: invalid argument"."""
+    assembled = algorithms.assemble(algorithms.HOST_KEYS, value)
+    if value and assembled is None:
+        raise ConfigError(f"{sources.get('hostkeyalgorithms', 'ssh config')}: HostKeyAlgorithms {value!r} leaves "
+                          "no key type (ssh -G: expand HostKeyAlgorithms: invalid argument)",
+                          hint="name key types without '!' (ssh -Q HostKeyAlgorithms lists them)")
+    return assembled
+
+
 def finish(state: Evaluation, destination: str) -> ResolvedHost:
     """Defaults and expansions, after every file was read (so a later HostName counts for ``%h``)."""
     values = state.values
@@ -494,6 +504,9 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         strict_host_key_checking=str(get("stricthostkeychecking", "ask")),
         host_key_alias=str(alias) if alias else None, check_host_ip=bool(get("checkhostip", False)),
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
-        ciphers=assemble_ciphers(get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
+        ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
+        kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]
+        macs=algorithms.assemble(algorithms.MACS, get("macs", None)),  # type: ignore[arg-type]
+        host_key_algorithms=host_key_algorithms(get("hostkeyalgorithms", None), sources),  # type: ignore[arg-type]
         resolver=BUILTIN, sources=sources,
     )

@@ -359,3 +359,55 @@ def test_no_usable_cipher_is_a_failed_connection_not_a_login(run_cli, sshd, env)
     result, _ = reachable(run_cli, config, "ci")
     assert result["status"] == "error", result
     assert "none of the ciphers ssh would offer" in result["message"], result
+
+
+# Old servers, each allowing only what OpenSSH's client no longer offers by default in one
+# respect: SHA-1 key exchange, an RSA host key signed with SHA-1 (ssh-rsa), a SHA-1 MAC with
+# a cipher that needs one. asyncssh's own defaults would reach all three.
+LEGACY_SERVERS = {
+    "kex": ("ed25519", ["KexAlgorithms diffie-hellman-group14-sha1"]),
+    "host-key": ("rsa", ["HostKeyAlgorithms ssh-rsa"]),
+    "mac": ("ed25519", ["Ciphers aes128-ctr", "MACs hmac-sha1"]),
+}
+
+
+@pytest.fixture(scope="module")
+def legacy_servers(sshd: SSHServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SSHServer]]:
+    servers: dict[str, SSHServer] = {}
+    try:
+        for name, (key_type, lines) in LEGACY_SERVERS.items():
+            servers[name] = start_sshd(tmp_path_factory.mktemp(f"sshd_{name}"), [], client_key=sshd.client_key,
+                                       host_key_type=key_type, extra_config=lines)
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+ALGORITHM_CASES = [
+    # (old server, the client's config line, whether ssh connects)
+    ("kex", "", False),
+    ("kex", "KexAlgorithms +diffie-hellman-group14-sha1", True),
+    ("host-key", "", False),
+    ("host-key", "HostKeyAlgorithms +ssh-rsa", True),
+    ("mac", "", True),
+    ("mac", "MACs hmac-sha2-256,hmac-sha2-512", False),
+    ("mac", "MACs -hmac-sha1*", False),
+]
+
+
+@pytest.mark.parametrize(("server", "line", "connects"), ALGORITHM_CASES,
+                         ids=[f"{c[0]}:{c[1] or 'defaults'}" for c in ALGORITHM_CASES])
+def test_algorithms_are_those_ssh_would_offer(run_cli, legacy_servers, env, server, line, connects):
+    """KexAlgorithms, HostKeyAlgorithms and MACs: where ssh finds nothing in common with an old
+    server, envdoctor does not connect either; where the config allows the old algorithm, both do."""
+    target = legacy_servers[server]
+    key = next(target.root.glob("host_*.pub")).read_text().split()[:2]
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{target.port} {' '.join(key)}\n")
+    body = f"Host old\n  HostName 127.0.0.1\n  Port {target.port}\n" + (f"  {line}\n" if line else "")
+    config = write_config(env, body)
+    assert ssh_connects(config, "old") is connects, "the oracle"
+    result, stderr = reachable(run_cli, config, "old")
+    assert (result["status"] == "pass") is connects, (result, stderr)
+    if not connects:
+        assert result["details"]["kind"] != "host-key", result  # no algorithm in common, not a changed key

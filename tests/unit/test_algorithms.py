@@ -1,0 +1,114 @@
+"""KexAlgorithms, MACs and HostKeyAlgorithms: read, refused and assembled as OpenSSH does
+(`ssh -G` is the oracle), and a connection offers only what ssh allows."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envdoctor.errors import ConfigError
+from envdoctor.transport import algorithms
+from envdoctor.transport.openssh import parse_ssh_g
+from envdoctor.transport.ssh_config_resolve import resolve_builtin
+
+CASES = {
+    "KexAlgorithms": [
+        "curve25519-sha256", "+diffie-hellman-group14-sha1", "^ecdh-sha2-nistp256", "-sntrup*",
+        "-*sha1,curve25519-sha256@libssh.org", "diffie-hellman-group1-sha1,curve25519-sha256", "curve*",
+        "-*", "+diffie-hellman-group-exchange-sha1,diffie-hellman-group14-sha1",
+        # refused by ssh's reader
+        "nosuch", "+nosuch", "curve25519-sha256,nosuch", "curve25519-sha256,,nosuch", "+", ",",
+        "Curve25519-sha256", "mlkem768x25519-sha256",
+    ],
+    "MACs": [
+        "hmac-sha2-256", "+hmac-md5", "^hmac-sha1", "-umac*", "-*etm@openssh.com", "hmac-sha2-*",
+        "hmac-sha2-512,hmac-sha2-256", "-*",
+        "nosuch", "hmac-sha2-256,nosuch", "+,", "hmac-sha2-256,,nosuch",
+    ],
+    "HostKeyAlgorithms": [
+        "ssh-ed25519", "+ssh-rsa", "^rsa-sha2-256", "-*cert*", "ssh-ed25519*", "-ssh-rsa*,ecdsa*",
+        "rsa-sha2-512,ssh-ed25519", "ssh-rsa", "!ssh-rsa", "ssh-*,!ssh-dss", "-*",
+        "RSA", "ed25519", "ssh-ed25519,RSA",
+        "nosuch", "+nosuch", "nosuch*", "ssh-ed25519,nosuch", ",", "ssh-ed25519,,nosuch",
+    ],
+}
+KEYS = {"KexAlgorithms": "kexalgorithms", "MACs": "macs", "HostKeyAlgorithms": "hostkeyalgorithms"}
+FIELDS = {"KexAlgorithms": "kex_algorithms", "MACs": "macs", "HostKeyAlgorithms": "host_key_algorithms"}
+
+
+def ssh_g(config: Path) -> str | None:
+    proc = subprocess.run(["ssh", "-G", "-F", str(config), "x"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def ssh_g_expands(config: Path) -> bool:
+    """Whether ssh -G read the value and then failed to expand it (HostKeyAlgorithms only)."""
+    proc = subprocess.run(["ssh", "-G", "-F", str(config), "x"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30)
+    return "expand HostKeyAlgorithms: invalid argument" in proc.stderr
+
+
+def listed(output: str, key: str) -> tuple[str, ...] | None:
+    line = next((ln for ln in output.splitlines() if ln.startswith(key + " ")), None)
+    return None if line is None else tuple(a for a in line.split(" ", 1)[1].split(",") if a)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client as the oracle")
+@pytest.mark.parametrize(("keyword", "value"), [(k, v) for k, values in CASES.items() for v in values])
+def test_assembled_as_ssh_g_assembles(keyword, value, tmp_path):
+    """The same list as ssh -G prints, from the built-in parser and from ssh -G's answer; a
+    value ssh refuses is refused with its words."""
+    kind = algorithms.KINDS[keyword.lower()]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host x\n  {keyword} {value}\n")
+    output = ssh_g(config)
+    if output is None:
+        words = "expand HostKeyAlgorithms: invalid argument" if ssh_g_expands(config) else kind.bad_spec
+        with pytest.raises(ConfigError, match=words):
+            resolve_builtin("x", config_file=str(config))
+        return
+    expected = listed(output, KEYS[keyword])
+    assert algorithms.assemble(kind, value) == expected
+    assert getattr(parse_ssh_g(output, "x"), FIELDS[keyword]) == expected
+    assert getattr(resolve_builtin("x", config_file=str(config)), FIELDS[keyword]) == expected
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client as the oracle")
+def test_defaults_are_ssh_gs(tmp_path):
+    """Without the keywords the built-in tables are what this ssh offers (OpenSSH 9.2's); with
+    another OpenSSH the ssh -G path reads its own."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host x\n  Port 2\n")
+    output = ssh_g(config)
+    assert output is not None
+    version = subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr
+    if not version.startswith("OpenSSH_9.2"):
+        pytest.skip(f"the tables are OpenSSH 9.2's; this is {version.strip()}")
+    for keyword, key in KEYS.items():
+        assert listed(output, key) == algorithms.KINDS[keyword.lower()].defaults
+
+
+def test_usable_keeps_ssh_order_and_refuses_an_empty_choice():
+    supported = ("curve25519-sha256", "diffie-hellman-group14-sha1", "ecdh-sha2-nistp256")
+    assert algorithms.usable(algorithms.KEX, None, supported, "h") == ["curve25519-sha256", "ecdh-sha2-nistp256"]
+    assert algorithms.usable(algorithms.KEX, ("ecdh-sha2-nistp256", "curve25519-sha256"), supported, "h") == [
+        "ecdh-sha2-nistp256", "curve25519-sha256"]
+    with pytest.raises(ConfigError, match="gpu1: none of the key exchange algorithms ssh would offer"):
+        algorithms.usable(algorithms.KEX, ("sntrup761x25519-sha512@openssh.com",), supported, "gpu1")
+
+
+def test_asyncssh_sha1_defaults_are_not_offered_unless_ssh_allows_them():
+    """asyncssh would offer diffie-hellman-group14-sha1 and ssh-rsa; OpenSSH 9's defaults do not."""
+    from envdoctor.transport.ssh import _asyncssh_algorithms
+
+    kex = algorithms.usable(algorithms.KEX, None, _asyncssh_algorithms("kex"), "h")
+    hostkeys = algorithms.usable(algorithms.HOST_KEYS, None, _asyncssh_algorithms("host_key"), "h")
+    assert "diffie-hellman-group14-sha1" not in kex and "curve25519-sha256" in kex
+    assert "ssh-rsa" not in hostkeys and "rsa-sha2-512" in hostkeys and "ssh-ed25519" in hostkeys
+    assert "diffie-hellman-group14-sha1" in algorithms.usable(
+        algorithms.KEX, algorithms.assemble(algorithms.KEX, "+diffie-hellman-group14-sha1"),
+        _asyncssh_algorithms("kex"), "h")
