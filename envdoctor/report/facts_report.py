@@ -29,13 +29,20 @@ def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
     return _text(doc)
 
 
+#: Where the text view names the model; the problems follow at once, before the facts.
+_HEAD = ("host", "python", "model")
+
+
 def _text(doc: Mapping[str, Any]) -> str:
     lines = [f"{key}: {_summary(doc, key) if key in SUMMARISED else _show(doc.get(key))}" for key in TEXT_KEYS if key in doc]
+    # A problem (no such folder, a config.json that is not JSON) is what the reader must see
+    # first: it is why the facts below are missing.
+    head = sum(1 for key in _HEAD if key in doc)
+    lines[head:head] = [f"problem: {p}" for p in doc.get("problems", [])]
     for group in ("dflash", "eagle3"):
         for key, value in (doc.get(group) or {}).items():
             lines.append(f"{group}.{key}: {_show(value)}")
     lines += [f"unknown: {key}: {why}" for key, why in (doc.get("unknown") or {}).items()]
-    lines += [f"problem: {p}" for p in doc.get("problems", [])]
     return "\n".join(lines) + "\n"
 
 

@@ -91,3 +91,16 @@ def test_config_line_is_what_decoding_and_encoding_again_would_write(config):
     items = list(data.items())
     items.insert(list(data).index("exit_status") + 1, ("config", config))
     assert fast == json.dumps(dict(items), indent=2) + "\n"
+
+
+def test_facts_text_shows_the_problem_before_the_missing_facts():
+    """A model folder that does not exist: the problem comes right after host, python and model,
+    not below forty lines of dashes; the JSON is unchanged and exits 1."""
+    from envdoctor.report.facts_report import render_facts
+
+    doc = {"host": "gpu1", "python": "/v/bin/python", "model": "/m/nope", "hidden_size": None,
+           "problems": ["/m/nope: no such directory"], "dflash": {"draft_layers": 5}}
+    lines = render_facts(doc, "text").splitlines()
+    assert lines[:4] == ["host: gpu1", "python: /v/bin/python", "model: /m/nope", "problem: /m/nope: no such directory"]
+    assert lines[4:] == ["hidden_size: -", "dflash.draft_layers: 5"]
+    assert json.loads(render_facts(doc, "json"))["exit_status"] == 1
