@@ -159,3 +159,24 @@ def usable(kind: Kind, allowed: Sequence[str] | None, supported: Iterable[str], 
             f"(asyncssh has {', '.join(sorted(have & set(kind.known)))})",
             hint=f"allow one of those in the {kind.keyword} line of the SSH config")
     return found
+
+
+#: OpenSSH's post-quantum hybrids before 9.9 (sntrup761, which asyncssh runs only with
+#: liboqs) and the one OpenSSH adopted after them (ML-KEM, which asyncssh always has).
+_SNTRUP = ("sntrup761x25519-sha512", "sntrup761x25519-sha512@openssh.com")
+_MLKEM = "mlkem768x25519-sha256"
+
+
+def kex_offered(allowed: Sequence[str] | None, supported: Iterable[str], label: str) -> list[str]:
+    """The key exchange methods to offer: ssh's list that asyncssh has, except that where the
+    list asks for the sntrup761 hybrid and asyncssh cannot run it, the ML-KEM hybrid stands
+    in its place. Both resist a future quantum computer, and OpenSSH 9.9+ offers ML-KEM
+    first itself; without this, a run from a host with OpenSSH 9.2 would fall back to plain
+    curve25519 against a server that offers ML-KEM."""
+    have = set(supported)
+    allowed = KEX.defaults if allowed is None else allowed
+    asked = [name for name in allowed if name in _SNTRUP]
+    if asked and _MLKEM in have and _MLKEM not in allowed and not any(name in have for name in asked):
+        at = next(i for i, name in enumerate(allowed) if name in _SNTRUP)
+        allowed = (*allowed[:at], _MLKEM, *allowed[at:])
+    return usable(KEX, allowed, have, label)

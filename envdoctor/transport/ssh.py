@@ -415,7 +415,7 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "encryption_algs": ciphers.offered(host.ciphers, _asyncssh_ciphers(), host.host),
         # Nothing else outside ssh's lists either: asyncssh's own defaults include SHA-1 key
         # exchange and ssh-rsa host keys, which OpenSSH no longer accepts (transport.algorithms).
-        "kex_algs": algorithms.usable(algorithms.KEX, host.kex_algorithms, _asyncssh_algorithms("kex"), host.host),
+        "kex_algs": algorithms.kex_offered(host.kex_algorithms, _asyncssh_algorithms("kex"), host.host),
         "mac_algs": algorithms.usable(algorithms.MACS, host.macs, _asyncssh_algorithms("mac"), host.host),
         "server_host_key_algs": _host_key_algorithms(host, trusted, authorities),
     }

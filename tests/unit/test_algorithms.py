@@ -112,3 +112,20 @@ def test_asyncssh_sha1_defaults_are_not_offered_unless_ssh_allows_them():
     assert "diffie-hellman-group14-sha1" in algorithms.usable(
         algorithms.KEX, algorithms.assemble(algorithms.KEX, "+diffie-hellman-group14-sha1"),
         _asyncssh_algorithms("kex"), "h")
+
+
+def test_ml_kem_stands_in_for_sntrup_only_where_ssh_asks_for_a_post_quantum_hybrid():
+    """OpenSSH 9.2's list starts with sntrup761, which asyncssh runs only with liboqs: ML-KEM
+    takes its place rather than falling back to plain curve25519. A list without sntrup (the
+    user's `KexAlgorithms curve25519-sha256`, `-sntrup*`) gets no post-quantum method added."""
+    without_liboqs = ("mlkem768x25519-sha256", "curve25519-sha256", "ecdh-sha2-nistp256")
+    assert algorithms.kex_offered(None, without_liboqs, "h") == [
+        "mlkem768x25519-sha256", "curve25519-sha256", "ecdh-sha2-nistp256"]
+    with_liboqs = (*without_liboqs, "sntrup761x25519-sha512@openssh.com")
+    assert algorithms.kex_offered(None, with_liboqs, "h")[:2] == [
+        "sntrup761x25519-sha512@openssh.com", "curve25519-sha256"]
+    assert algorithms.kex_offered(("curve25519-sha256",), without_liboqs, "h") == ["curve25519-sha256"]
+    assert algorithms.kex_offered(algorithms.assemble(algorithms.KEX, "-sntrup*"), without_liboqs, "h") == [
+        "curve25519-sha256", "ecdh-sha2-nistp256"]
+    newer_ssh = ("mlkem768x25519-sha256", "sntrup761x25519-sha512", "curve25519-sha256")  # OpenSSH 10's order
+    assert algorithms.kex_offered(newer_ssh, without_liboqs, "h") == ["mlkem768x25519-sha256", "curve25519-sha256"]
