@@ -44,6 +44,10 @@ async def serve(port: int, host_key: Path, answer: bytes, distinct: bool = False
             # --distinct: every host's environments differ (its kernel release), as on a
             # fleet of mixed images: no two answers have the same venvs line.
             mark = b'"platform_release": "%d.%d-' % (port, served[0])
+            # The begin mark a real login shell echoes before the command (transport/ssh.py).
+            begin = (process.command or "").split(";", 1)[0]
+            if begin.startswith("echo envdoctor-begin-"):
+                process.stdout.write(begin[len("echo "):].encode("ascii") + b"\n")
             process.stdout.write(answer.replace(b'"platform_release": "', mark) if distinct else answer)
             await process.stdout.drain()
         except (asyncssh.Error, ConnectionError):

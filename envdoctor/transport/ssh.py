@@ -42,6 +42,55 @@ from envdoctor.transport.target import ResolvedHost, SSHOptions, SSHTarget
 log = get_logger(__name__)
 
 
+#: Printed by the remote shell right before each command (``echo`` works alike in sh, bash,
+#: zsh, csh and fish). sshd runs a command through the user's login shell, which may read rc
+#: files that print a banner or a ``module load`` message first; everything up to this line
+#: is theirs, not the command's. Random per run, so that no rc file prints it by chance.
+BEGIN_MARK = b"envdoctor-begin-" + os.urandom(8).hex().encode("ascii")
+#: A stream holds back at most this much while it waits for the mark (then it passes all on).
+_BEGIN_WAIT_BYTES = 1 << 20
+
+
+def with_begin_mark(command: str) -> str:
+    return f"echo {BEGIN_MARK.decode('ascii')}; {command}"
+
+
+def after_begin_mark(out: bytes) -> bytes:
+    """The command's own output: what the login shell's rc files printed before it dropped.
+    Output without the mark (a ForceCommand ran instead of ours) is kept whole."""
+    at = out.find(BEGIN_MARK + b"\n")
+    return out if at < 0 else out[at + len(BEGIN_MARK) + 1:]
+
+
+class _AfterBeginMark:
+    """An OutputSink that passes on what follows the begin mark (see :func:`after_begin_mark`)."""
+
+    def __init__(self, sink: OutputSink) -> None:
+        self.sink = sink
+        self.held: bytes | None = b""  # None once the mark was seen (or given up on)
+
+    def __call__(self, chunk: bytes) -> None:
+        if self.held is None:
+            self.sink(chunk)
+            return
+        self.held += chunk
+        at = self.held.find(BEGIN_MARK + b"\n")
+        if at >= 0:
+            rest, self.held = self.held[at + len(BEGIN_MARK) + 1:], None
+        elif len(self.held) > _BEGIN_WAIT_BYTES:
+            rest, self.held = self.held, None
+        else:
+            return
+        if rest:
+            self.sink(rest)
+
+    def close(self) -> None:
+        """At the end of the stream: what was held back without a mark is the command's."""
+        if self.held:
+            self.sink(self.held)
+        self.held = None
+
+
 class SSHTransport(Transport):
     """Commands run through the remote user's shell on one reused asyncssh connection."""
 
@@ -179,7 +228,7 @@ class SSHTransport(Transport):
             raise TransportError(f"not connected to {self.name}")
         # sshd accepts only AcceptEnv variables, so the environment travels as `env K=V`.
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
-        command = shell_join(words)
+        command = with_begin_mark(shell_join(words))
         self.sessions_opened += 1
         try:
             proc = await self._conn.create_process(command, encoding=None)
@@ -199,7 +248,7 @@ class SSHTransport(Transport):
             status = completed.exit_status
             if status is None:  # killed by a signal on the host
                 status = 128 + _signal_number(completed.exit_signal)
-            return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
+            return CommandResult(tuple(argv), status, after_begin_mark(out), err, out_cut or err_cut)
         except (TimeoutError, asyncio.TimeoutError):
             proc.close()
             raise CommandTimeout(
@@ -222,13 +271,15 @@ class SSHTransport(Transport):
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
         self.sessions_opened += 1
         try:
-            proc = await self._conn.create_process(shell_join(words), encoding=None)
+            proc = await self._conn.create_process(with_begin_mark(shell_join(words)), encoding=None)
         except asyncssh.Error as exc:
             raise ConnectError(f"SSH session to {self.name} failed: {exc.reason}") from exc
+        stdout_sink = _AfterBeginMark(on_stdout)
         # stdin stays open (and empty) until the command ends: its EOF tells the host that we left.
         try:
             async with asyncio.timeout(timeout):
-                await asyncio.gather(pump(proc.stdout, on_stdout), pump(proc.stderr, on_stderr))  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
+                await asyncio.gather(pump(proc.stdout, stdout_sink), pump(proc.stderr, on_stderr))  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
+                stdout_sink.close()
                 completed = await proc.wait()
         except TimeoutError:
             proc.close()

@@ -110,3 +110,43 @@ def test_parallel_bounds_concurrent_connections(run_cli, sshd, tmp_path, paralle
         assert stats.max_active <= parallel
     else:
         assert stats.max_active > 2
+
+
+def test_login_shell_that_prints_a_banner_does_not_break_the_probe(run_cli, sshd, venv_factory, tmp_path_factory,
+                                                                   tmp_path):
+    """sshd runs each command through the user's login shell, whose rc files may print a banner
+    before the command's own output (here BASH_ENV, which bash reads as it reads .bashrc for
+    `ssh host cmd`). ssh passes the banner on; envdoctor reads what follows its begin mark, so
+    check, audit and a streamed stage see only the commands' output."""
+    import getpass
+    import pwd
+    import subprocess
+
+    if not pwd.getpwnam(getpass.getuser()).pw_shell.endswith("bash"):
+        pytest.skip("the banner comes from BASH_ENV, which only bash reads")
+    rc = tmp_path / "noisy_rc"
+    # Unset first: bash scripts the command starts (pyenv's shims) must not print it again.
+    rc.write_text('unset BASH_ENV\necho "Welcome to the GPU cluster"\nprintf "no newline at the end"\n')
+    server = start_sshd(tmp_path_factory.mktemp("noisy-sshd"), ["noisy"], client_key=sshd.client_key,
+                        extra_config=[f"SetEnv BASH_ENV={rc}"])
+    venv = venv_factory("noisy venv")
+    (tmp_path / "envdoctor.toml").write_text(
+        f'[hosts.noisy]\nssh = "noisy"\nvenv = "{venv}"\n'
+        '[stages.hello]\nhost = "noisy"\nrequires = ["python.venv"]\ncommand = "{python} -c \\"print(42)\\""\n')
+    config = ["--ssh-config", str(server.ssh_config), "--config", str(tmp_path / "envdoctor.toml")]
+    try:
+        oracle = subprocess.run(["ssh", "-F", str(server.ssh_config), "noisy", "echo", "hello"], capture_output=True,
+                                text=True, stdin=subprocess.DEVNULL, timeout=60)
+        assert oracle.stdout == "Welcome to the GPU cluster\nno newline at the endhello\n", oracle
+        checked = run_cli("check", "noisy", *config, "--only", "python.venv", "--only", "packages.consistent",
+                          "--format", "json")
+        audited = run_cli("audit", "noisy", *config, "--format", "json")
+        staged = run_cli("run", "noisy", "hello", *config)
+    finally:
+        server.stop()
+    results = results_by_id(hosts_by_name(checked.stdout)["noisy"])
+    assert checked.exit_status == 0, checked.stdout + checked.stderr
+    assert results["host.python"]["status"] == "pass" and results["packages.consistent"]["status"] == "pass", results
+    assert audited.exit_status == 0, audited.stdout + audited.stderr
+    assert staged.exit_status == 0, staged.stdout + staged.stderr
+    assert staged.stdout.splitlines()[-1] == "42" and "Welcome" not in staged.stdout, staged.stdout

@@ -1,0 +1,41 @@
+"""What a login shell's rc files print before a command is not the command's output."""
+
+from __future__ import annotations
+
+from envdoctor.transport.ssh import BEGIN_MARK, _AfterBeginMark, after_begin_mark, with_begin_mark
+
+BANNER = b"Welcome to the GPU cluster\nno newline at the end"
+
+
+def test_the_command_is_preceded_by_an_echo_of_the_mark():
+    assert with_begin_mark("'/v/bin/python' -I -c x") == f"echo {BEGIN_MARK.decode()}; '/v/bin/python' -I -c x"
+    assert BEGIN_MARK.startswith(b"envdoctor-begin-") and len(BEGIN_MARK) == len("envdoctor-begin-") + 16
+
+
+def test_output_after_the_mark_only():
+    assert after_begin_mark(BANNER + BEGIN_MARK + b"\n" + b'{"done": true}\n') == b'{"done": true}\n'
+    assert after_begin_mark(BEGIN_MARK + b"\n") == b""
+    # The command's own output may hold the mark later: only the first one is the shell's.
+    assert after_begin_mark(BEGIN_MARK + b"\n" + BEGIN_MARK + b"\n") == BEGIN_MARK + b"\n"
+    # No mark at all (a ForceCommand ran instead): the output is kept whole.
+    assert after_begin_mark(b"forced\n") == b"forced\n"
+
+
+def test_a_stream_holds_back_until_the_mark_even_when_it_is_split():
+    got: list[bytes] = []
+    sink = _AfterBeginMark(got.append)
+    whole = BANNER + BEGIN_MARK + b"\n" + b"line one\nline two\n"
+    for at in range(0, len(whole), 7):
+        sink(whole[at:at + 7])
+    sink.close()
+    assert b"".join(got) == b"line one\nline two\n"
+
+
+def test_a_stream_without_the_mark_passes_everything_on_at_the_end():
+    got: list[bytes] = []
+    sink = _AfterBeginMark(got.append)
+    sink(b"forced ")
+    sink(b"output\n")
+    assert got == []
+    sink.close()
+    assert b"".join(got) == b"forced output\n"
