@@ -162,7 +162,7 @@ def usable(kind: Kind, allowed: Sequence[str] | None, supported: Iterable[str], 
 
 
 #: OpenSSH's post-quantum hybrids before 9.9 (sntrup761, which asyncssh runs only with
-#: liboqs) and the one OpenSSH adopted after them (ML-KEM, which asyncssh always has).
+#: liboqs) and the one OpenSSH adopted after them (ML-KEM, which asyncssh runs without it).
 _SNTRUP = ("sntrup761x25519-sha512", "sntrup761x25519-sha512@openssh.com")
 _MLKEM = "mlkem768x25519-sha256"
 
