@@ -14,9 +14,11 @@ cache for everyone (each command runs once untimed first), it measures:
   CLI, default text output) against `openssl dgst -sha256` (1 process) over the same files,
   in wall time and in CPU (user + system of the whole process tree: the CLI, the probe and
   its workers; xargs and openssl), each from os.wait4 on the command; then, from one more
-  run with --format json, the probe's own CPU by phase (stats.phases). A yardstick row hashes
-  the same files in one plain Python process (sha256 and nothing else), so that what the
-  audit's own work costs is shown apart from hashing.
+  run with --format json, the probe's own CPU by phase (stats.phases). Yardstick rows: the
+  same files hashed in one plain Python process (sha256 and nothing else), a minimal audit
+  in Python (MINIMAL_AUDIT: RECORD digests in 2 processes, the walk, .pyc headers; no cache,
+  no report, no CLI) and the CLI's start-up alone, so that what the audit's own work costs
+  is shown apart from hashing, and the floor of any audit in Python behind this CLI is seen.
 
 Each figure is the best of --repeat runs, taken in turns so that a noisy neighbour hits all
 of them alike. CPU is the steadier figure on a shared machine: wall time also counts the
@@ -106,6 +108,70 @@ for path in sys.stdin.buffer.read().split(b"\0"):
 """
 
 
+#: The least an audit in Python can do, as a yardstick: parse the RECORDs, hash the listed
+#: files in 2 forked processes and compare, walk site-packages for unlisted code, read each
+#: .pyc header; no cache, no verdict objects, no report, no CLI. Run like the probe (-I -S).
+MINIMAL_AUDIT = r"""
+import base64, gc, hashlib, importlib.util, os, sys
+gc.disable()
+site = sys.argv[1]
+jobs, known = [], set()
+for entry in os.scandir(site):
+    if entry.name.endswith(".dist-info") and os.path.isfile(os.path.join(entry.path, "RECORD")):
+        for line in open(os.path.join(entry.path, "RECORD"), encoding="utf-8").read().splitlines():
+            path, digest, size = line.rsplit(",", 2)
+            full = os.path.normpath(os.path.join(site, path.strip('"')))
+            known.add(full)
+            if digest:
+                jobs.append((full, digest.split("=", 1)[1], int(size or 0)))
+jobs.sort(key=lambda job: -job[2])
+children = []
+for share in range(2):
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        buffer = bytearray(1 << 20)
+        view = memoryview(buffer)
+        bad = 0
+        for path, digest, _ in jobs[share::2]:
+            fd = os.open(path, os.O_RDONLY)
+            os.fstat(fd)
+            hasher = hashlib.sha256()
+            while count := os.readv(fd, [buffer]):
+                hasher.update(view[:count])
+            os.close(fd)
+            bad += base64.urlsafe_b64encode(hasher.digest()).rstrip(b"=").decode() != digest
+        os.write(write_end, str(bad).encode())
+        os._exit(0)
+    os.close(write_end)
+    children.append((pid, read_end))
+magic, extra, stale, stack = importlib.util.MAGIC_NUMBER, 0, 0, [site]
+while stack:
+    folder = stack.pop()
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            if not entry.name.endswith(".dist-info"):
+                stack.append(entry.path)
+        elif entry.name.endswith((".py", ".so", ".pth")):
+            extra += entry.path not in known
+        elif entry.name.endswith(".pyc") and folder.endswith("__pycache__"):
+            source = os.path.join(os.path.dirname(folder), entry.name.split(".", 1)[0] + ".py")
+            try:
+                mtime = os.stat(source).st_mtime_ns // 10 ** 9
+                fd = os.open(entry.path, os.O_RDONLY)
+                os.fstat(fd)
+                head = os.read(fd, 16)
+                os.close(fd)
+            except OSError:
+                continue
+            stale += head[:4] == magic and int.from_bytes(head[8:12], "little") != mtime & 0xFFFFFFFF
+bad = sum(int(os.read(read_end, 64)) for _, read_end in children)
+for pid, _ in children:
+    os.waitpid(pid, 0)
+print(len(jobs), "files hashed,", bad, "differ;", extra, "unlisted;", stale, "stale .pyc")
+"""
+
+
 def user_waits(venv: Path, list_file: Path, repeat: int) -> None:
     """Issue 16: the CLI's full audit against OpenSSL, wall and CPU, best of `repeat`, in turns."""
     commands = {
@@ -113,6 +179,10 @@ def user_waits(venv: Path, list_file: Path, repeat: int) -> None:
         "envdoctor audit local --venv V --full": (
             [sys.executable, "-m", "envdoctor", "audit", "local", "--venv", str(venv), "--full"], None),
         "(yardstick) Python: sha256 of each file": ([sys.executable, "-c", HASH_ONLY], list_file),
+        "(yardstick) minimal audit, no CLI": (
+            [str(venv / "bin" / "python"), "-I", "-S", "-c", MINIMAL_AUDIT, *site_folders(venv)], None),
+        "(yardstick) CLI start-up: audit --help": (
+            [sys.executable, "-m", "envdoctor", "audit", "--help"], None),
     }
     for argv, stdin in commands.values():  # warm: page cache, the probe's compiled-program cache
         tree_cost(argv, stdin)
@@ -127,16 +197,24 @@ def user_waits(venv: Path, list_file: Path, repeat: int) -> None:
         best[name] = (min(v[0] for v in values), min(v[1] for v in values))
         print(f"{name:<40} {best[name][0]:>8.3f} {best[name][1]:>8.3f} "
               f"{statistics.median(v[0] for v in values):>12.3f} {statistics.median(v[1] for v in values):>11.3f}")
-    (ssl_wall, ssl_cpu), (cli_wall, cli_cpu), (_, hash_cpu) = best.values()
+    (ssl_wall, ssl_cpu), (cli_wall, cli_cpu), (_, hash_cpu), (_, minimal_cpu), (_, start_cpu) = best.values()
     print(f"CLI / openssl: wall {cli_wall / ssl_wall:.2f}x (target <= 1.5x: "
           f"{'met' if cli_wall <= 1.5 * ssl_wall else 'NOT met'}), CPU {cli_cpu / ssl_cpu:.2f}x (target <= 1.3x: "
           f"{'met' if cli_cpu <= 1.3 * ssl_cpu else 'NOT met'})")
     print(f"hashing alone in Python costs {hash_cpu / ssl_cpu:.2f}x openssl's CPU; the audit's own work over "
           f"it: {cli_cpu - hash_cpu:.3f} s CPU (the 1.3x target leaves {1.3 * ssl_cpu - hash_cpu:.3f} s for it)")
+    print(f"a minimal audit in Python (RECORD digests in 2 processes, the walk for unlisted code, .pyc headers; "
+          f"no cache, no report) costs {minimal_cpu / ssl_cpu:.2f}x openssl's CPU, and the CLI's start-up "
+          f"{start_cpu:.3f} s ({start_cpu / ssl_cpu:.2f}x): together {(minimal_cpu + start_cpu) / ssl_cpu:.2f}x, the "
+          "floor for an audit in Python behind this CLI")
     argv = [*commands["envdoctor audit local --venv V --full"][0], "--format", "json"]
     stats = json.loads(subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout)["hosts"][0]["stats"]
     phases = ", ".join(f"{name} {cpu:.3f}" for name, (_, cpu) in stats["phases"].items())
     print(f"one more run, the probe's own CPU by phase (s; its workers' hashing is not in these): {phases}")
+
+
+def site_folders(venv: Path) -> list[str]:
+    return probe.find_sites(str(venv), False, None)[:1]
 
 
 def openssl(list_file: Path, parallel: int) -> None:
