@@ -117,7 +117,7 @@ def find_candidates(inp: CandidateInput) -> Candidates:
     first = reserved[0] if reserved else (unnamed[0] if unnamed else None)
     why = None
     if inp.rows is None:
-        why = "the number of embedding rows is not known (config.json has no vocab_size)"
+        why = "the number of embedding rows is not known (no vocab_size from config.json)"
     elif inp.base_size is None:
         why = "which ids the tokenizer gives a token is not known without tokenizer.json or a ranks file"
     return Candidates(first, len(reserved), len(unnamed), why)
