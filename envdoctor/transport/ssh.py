@@ -34,7 +34,7 @@ from envdoctor.errors import (
 )
 from envdoctor.logsafe import get_logger
 from envdoctor.transport import algorithms, ciphers, known_hosts
-from envdoctor.transport.interface import CommandResult, OutputSink, Transport, shell_join
+from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
 from envdoctor.transport.target import ResolvedHost, SSHOptions, SSHTarget
@@ -55,15 +55,10 @@ def with_begin_mark(command: str) -> str:
     return f"echo {BEGIN_MARK.decode('ascii')}; {command}"
 
 
-def after_begin_mark(out: bytes) -> bytes:
-    """The command's own output: what the login shell's rc files printed before it dropped.
-    Output without the mark (a ForceCommand ran instead of ours) is kept whole."""
-    at = out.find(BEGIN_MARK + b"\n")
-    return out if at < 0 else out[at + len(BEGIN_MARK) + 1:]
-
-
 class _AfterBeginMark:
-    """An OutputSink that passes on what follows the begin mark (see :func:`after_begin_mark`)."""
+    """An OutputSink that passes on what follows the begin mark: what the login shell's rc
+    files printed before it is dropped. Output without the mark (a ForceCommand ran instead
+    of ours) is passed on whole."""
 
     def __init__(self, sink: OutputSink) -> None:
         self.sink = sink
@@ -89,6 +84,26 @@ class _AfterBeginMark:
         if self.held:
             self.sink(self.held)
         self.held = None
+
+
+async def read_after_begin_mark(stream: asyncio.StreamReader, limit: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
+    """:func:`read_bounded` of what follows the begin mark: the cap counts the command's own
+    bytes, not the mark nor a banner. Returns (data, truncated)."""
+    chunks: list[bytes] = []
+    kept, truncated = 0, False
+
+    def keep(chunk: bytes) -> None:
+        nonlocal kept, truncated
+        if len(chunk) > limit - kept:
+            truncated, chunk = True, chunk[: limit - kept]
+        if chunk:
+            chunks.append(chunk)
+            kept += len(chunk)
+
+    sink = _AfterBeginMark(keep)
+    await pump(stream, sink)
+    sink.close()
+    return b"".join(chunks), truncated
 
 
 class SSHTransport(Transport):
@@ -242,13 +257,13 @@ class SSHTransport(Transport):
                     proc.stdin.write(stdin)  # buffered by the channel, sent as the window allows
                 proc.stdin.write_eof()
                 (out, out_cut), (err, err_cut) = await asyncio.gather(
-                    read_bounded(proc.stdout), read_bounded(proc.stderr)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
+                    read_after_begin_mark(proc.stdout), read_bounded(proc.stderr)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
                 )
                 completed = await proc.wait()
             status = completed.exit_status
             if status is None:  # killed by a signal on the host
                 status = 128 + _signal_number(completed.exit_signal)
-            return CommandResult(tuple(argv), status, after_begin_mark(out), err, out_cut or err_cut)
+            return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
         except (TimeoutError, asyncio.TimeoutError):
             proc.close()
             raise CommandTimeout(
