@@ -205,6 +205,13 @@ class SSHTransport(Transport):
             # sshd closes a connection past MaxStartups before its banner: worth a retry.
             error = ConnectError(f"{label} ({where}) closed the connection during the handshake")
             raise _Retryable(error) from exc
+        except asyncssh.KeyExchangeFailed as exc:
+            raise ConnectError(
+                f"SSH to {label} failed: {exc.reason}",
+                hint="the server offers none of the algorithms ssh allows (`ssh HOST true` is refused too); if you "
+                     "trust it, allow one it offers under its Host line in the SSH config: `KexAlgorithms +NAME` "
+                     "(or Ciphers, MACs, HostKeyAlgorithms)",
+            ) from exc
         except asyncssh.Error as exc:
             raise ConnectError(f"SSH to {label} failed: {exc.reason}") from exc
         except socket.gaierror as exc:
