@@ -165,6 +165,10 @@ def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
     if not gaps:
         unsure = sum(1 for s in sites if s.site.state in ("parameterized", "kwargs"))
         extra = f"; {unsure} take the flag from the caller" if unsure else ""
+        if errors:  # files the byte filter says may hold a call: what they hold is not known
+            extra += (f"; {len(errors)} file(s) that may hold such a call could not be scanned: "
+                      + "; ".join(f"{e.path} ({e.message})" for e in errors[:SHOWN])
+                      + (f"; and {len(errors) - SHOWN} more" if len(errors) > SHOWN else ""))
         return passed(f"{len(sites)} model-loading call(s) in {scanned}, none without trust_remote_code{extra}", **details)
     shown = "; ".join(_describe(s) for s in gaps[:SHOWN]) + (f"; and {len(gaps) - SHOWN} more" if len(gaps) > SHOWN else "")
     message = f"{len(gaps)} model-loading call(s) without trust_remote_code=True: {shown}"

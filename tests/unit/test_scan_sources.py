@@ -191,3 +191,13 @@ def test_scan_of_a_distribution_not_installed_is_an_error_result(venv):
     assert scan_names_not_installed([[named]]) == ["absent"]
     fine = type(result)(id="code.trust-remote-code", status=Status.PASS, message="", details={})
     assert scan_names_not_installed([[named], [fine]]) == []
+
+
+def test_a_pass_names_the_files_it_could_not_scan(venv):
+    """No gap among the calls it could read, but a file that may hold a call does not parse:
+    the check still passes (no call is known to lack the flag) and says which file it could not read."""
+    data, items = run_section(venv, extra=["my-lib", "served"])
+    items = [i for i in items if i["distribution"] in ("My_Lib", "Served")]
+    result = trust_remote_code_sites(context(venv, data, items, trust=True))
+    assert result.status is Status.PASS, result.message
+    assert "1 file(s) that may hold such a call could not be scanned: served/bad.py (does not parse" in result.message
