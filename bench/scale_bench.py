@@ -238,14 +238,14 @@ def reference_run(fleet: SimFleet, n: int, parallel: int, *, same_ciphers: bool 
     """The loop with asyncssh's defaults; ``same_ciphers``: offering the ciphers in
     envdoctor's order (AES-GCM first on AES hardware), to show what that choice is worth."""
     from envdoctor.transport import ciphers
-    from envdoctor.transport.ssh import _asyncssh_ciphers
+    from envdoctor.transport.ssh import _asyncssh_algorithms
 
     plan = ROOT / "plan.json"
     plan.write_text(json.dumps({
         "command": fleet.command, "stdin": str(fleet.stdin), "parallel": parallel,
         "key": str(fleet.client_key), "known_hosts": str(fleet.known_hosts),
         "hosts": [{"port": fleet.port_of(i)} for i in range(n)],
-        "options": {"encryption_algs": ciphers.offered(None, _asyncssh_ciphers(), "bench")} if same_ciphers else {},
+        "options": {"encryption_algs": ciphers.offered(None, _asyncssh_algorithms("cipher"), "bench")} if same_ciphers else {},
     }))
     measure, out, err = measured([sys.executable, "-c", REFERENCE, str(plan)])
     measure.tool, measure.hosts = "asyncssh loop" + (" (same ciphers)" if same_ciphers else ""), n

@@ -11,21 +11,31 @@ from envdoctor.errors import CommandTimeout, TransportError
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport
 
 
+class BoundedSink:
+    """An OutputSink that keeps at most ``limit`` bytes; ``truncated`` once any was dropped."""
+
+    def __init__(self, limit: int = MAX_OUTPUT_BYTES) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.truncated = False
+
+    def __call__(self, chunk: bytes) -> None:
+        if len(chunk) > self.limit - self.kept:
+            self.truncated, chunk = True, chunk[: self.limit - self.kept]
+        if chunk:
+            self.chunks.append(chunk)
+            self.kept += len(chunk)
+
+    def value(self) -> tuple[bytes, bool]:
+        return b"".join(self.chunks), self.truncated
+
+
 async def read_bounded(stream: asyncio.StreamReader | None, limit: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
     """Read a stream to its end, keeping at most ``limit`` bytes. Returns (data, truncated)."""
-    if stream is None:
-        return b"", False
-    chunks: list[bytes] = []
-    kept = 0
-    truncated = False
-    while chunk := await stream.read(1 << 16):
-        if kept < limit:
-            chunk = chunk[: limit - kept]
-            chunks.append(chunk)
-            kept += len(chunk)
-        else:
-            truncated = True
-    return b"".join(chunks), truncated
+    kept = BoundedSink(limit)
+    await pump(stream, kept)
+    return kept.value()
 
 
 class LocalTransport(Transport):

@@ -35,7 +35,7 @@ from envdoctor.errors import (
 from envdoctor.logsafe import get_logger
 from envdoctor.transport import algorithms, ciphers, known_hosts
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport, shell_join
-from envdoctor.transport.local import pump, read_bounded
+from envdoctor.transport.local import BoundedSink, pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
 from envdoctor.transport.target import ResolvedHost, SSHOptions, SSHTarget
 
@@ -89,21 +89,18 @@ class _AfterBeginMark:
 async def read_after_begin_mark(stream: asyncio.StreamReader, limit: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
     """:func:`read_bounded` of what follows the begin mark: the cap counts the command's own
     bytes, not the mark nor a banner. Returns (data, truncated)."""
-    chunks: list[bytes] = []
-    kept, truncated = 0, False
-
-    def keep(chunk: bytes) -> None:
-        nonlocal kept, truncated
-        if len(chunk) > limit - kept:
-            truncated, chunk = True, chunk[: limit - kept]
-        if chunk:
-            chunks.append(chunk)
-            kept += len(chunk)
-
-    sink = _AfterBeginMark(keep)
+    kept = BoundedSink(limit)
+    sink = _AfterBeginMark(kept)
     await pump(stream, sink)
     sink.close()
-    return b"".join(chunks), truncated
+    return kept.value()
+
+
+def _command_line(argv: Sequence[str], env: Mapping[str, str] | None) -> str:
+    """The line the remote shell runs: the begin mark, then argv quoted (sshd accepts only
+    AcceptEnv variables, so the environment travels as `env K=V`)."""
+    words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
+    return with_begin_mark(shell_join(words))
 
 
 class SSHTransport(Transport):
@@ -248,12 +245,9 @@ class SSHTransport(Transport):
     ) -> CommandResult:
         if self._conn is None:
             raise TransportError(f"not connected to {self.name}")
-        # sshd accepts only AcceptEnv variables, so the environment travels as `env K=V`.
-        words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
-        command = with_begin_mark(shell_join(words))
         self.sessions_opened += 1
         try:
-            proc = await self._conn.create_process(command, encoding=None)
+            proc = await self._conn.create_process(_command_line(argv, env), encoding=None)
         except asyncssh.Error as exc:
             raise ConnectError(f"SSH session to {self.name} failed: {exc.reason}") from exc
 
@@ -290,10 +284,9 @@ class SSHTransport(Transport):
     ) -> int:
         if self._conn is None:
             raise TransportError(f"not connected to {self.name}")
-        words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
         self.sessions_opened += 1
         try:
-            proc = await self._conn.create_process(with_begin_mark(shell_join(words)), encoding=None)
+            proc = await self._conn.create_process(_command_line(argv, env), encoding=None)
         except asyncssh.Error as exc:
             raise ConnectError(f"SSH session to {self.name} failed: {exc.reason}") from exc
         stdout_sink = _AfterBeginMark(on_stdout)
@@ -427,17 +420,15 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
     return loaded
 
 
-@functools.lru_cache(maxsize=1)
-def _asyncssh_ciphers() -> tuple[str, ...]:
-    from asyncssh.encryption import get_encryption_algs
-
-    return tuple(name.decode("ascii") for name in get_encryption_algs())
-
-
 @functools.lru_cache(maxsize=None)
 def _asyncssh_algorithms(kind: str) -> tuple[str, ...]:
-    """What asyncssh can do of one kind: ``kex``, ``mac`` or ``host_key`` (certificates too)."""
-    if kind == "kex":
+    """What asyncssh can do of one kind: ``cipher``, ``kex``, ``mac`` or ``host_key``
+    (certificates too)."""
+    if kind == "cipher":
+        from asyncssh.encryption import get_encryption_algs
+
+        names = list(get_encryption_algs())
+    elif kind == "kex":
         from asyncssh.kex import get_kex_algs
 
         names = list(get_kex_algs())
@@ -485,7 +476,7 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "client_keys": identities,
         "ignore_encrypted": True,  # like ssh in batch mode: a key needing a passphrase is skipped
         # Only what ssh would offer (Ciphers), AES-GCM first on AES hardware (see transport.ciphers).
-        "encryption_algs": ciphers.offered(host.ciphers, _asyncssh_ciphers(), host.host),
+        "encryption_algs": ciphers.offered(host.ciphers, _asyncssh_algorithms("cipher"), host.host),
         # Nothing else outside ssh's lists either: asyncssh's own defaults include SHA-1 key
         # exchange and ssh-rsa host keys, which OpenSSH no longer accepts (transport.algorithms).
         "kex_algs": algorithms.kex_offered(host.kex_algorithms, _asyncssh_algorithms("kex"), host.host),
