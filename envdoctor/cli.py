@@ -501,7 +501,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> Non
 
     PATH is a file or a folder (a site-packages folder, a package, a repository).
     Exit status 1 when a call is missing the flag or passes False; 2 when a file named
-    as PATH is not UTF-8 or does not parse (in a folder such files are listed as errors).
+    as PATH cannot be read as Python reads it (UTF-8, or the codec its coding declaration
+    names) or does not parse (in a folder such files are listed as errors).
 
     \b
     Examples:
@@ -521,7 +522,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> Non
         # folder such a file is listed with the rest (site-packages holds test data that does not parse).
         if root.is_file() and report.errors:
             raise UsageError(f"{root}: {report.errors[0].message}",
-                             hint="scan reads Python 3 source as UTF-8: fix the file, or scan its folder "
+                             hint="scan reads a file as Python does (UTF-8 unless a coding declaration on its first "
+                                  "two lines names another codec): fix the file, or scan its folder "
                                   "to list it among the files that could not be scanned")
     gaps = sum(len(r.gaps) for _, r in scans)
     emit(render_scan(scans, fmt), output, f"{gaps} call(s) without trust_remote_code" if gaps else "no gaps")

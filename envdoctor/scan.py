@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envdoctor.probe.sources import compile_site_filter, bytes_are_utf8, bytes_might_hold_site
+from envdoctor.probe.core import decode_source
+from envdoctor.probe.sources import bytes_might_hold_site, compile_site_filter
 from envdoctor.scan_exports import ExportTable as ExportTable  # re-exported: callers import it from here
 from envdoctor.scan_exports import exports_of_source, exports_of_tree
 from envdoctor.scan_exports import module_of_relative_path as module_of_relative_path
@@ -163,7 +164,7 @@ class Site:
 
 @dataclass(frozen=True)
 class ScanError:
-    """A file that could not be scanned (not UTF-8, does not parse, unreadable)."""
+    """A file that could not be scanned (not decodable as Python reads it, does not parse, unreadable)."""
 
     path: str
     message: str
@@ -218,10 +219,9 @@ def scan_source(
     ``shortcuts=False`` resolves names in the whole original file: much slower, the same
     findings; the reference the tests and the benchmark compare against.
     """
-    try:
-        text = source.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return [], ScanError(path, f"not UTF-8 text (byte {exc.start})")
+    text, problem = decode_source(source)
+    if text is None:
+        return [], ScanError(path, problem)
     # libcst takes ~150 ms to import: only runs that parse a file pay for it.
     from envdoctor.scan_sites import sites_in_text
 
@@ -298,17 +298,17 @@ def _survey_file(task: tuple[str, str, str | None, bool, bool]) -> _Survey:
         data = Path(abspath).read_bytes()
     except OSError as exc:
         return _Survey(abspath, relpath, 0, False, "", None, (), ScanError(relpath, f"unreadable: {exc.strerror}"))
-    # A file that is not UTF-8 is reported as an error whether or not it passes the filter.
+    # A file Python cannot decode is reported as an error whether or not it passes the filter.
     site = not use_filter or might_contain_site(data)
-    utf8 = bytes_are_utf8(data)
-    parse = site or not utf8
+    text = decode_source(data)[0]
+    parse = site or text is None
     export = not use_filter or might_export_loader(data)
     if not (parse or export):
         return _Survey(abspath, relpath, len(data), False, "", None, ())  # most files: no path lookups
     module, package = module_of_file(Path(abspath), Path(root) if root else None)
     tree = None
-    if site and utf8 and shortcuts:
-        problem, tree, nodes = parsed_source_problem(data.decode("utf-8"))
+    if site and text is not None and shortcuts:
+        problem, tree, nodes = parsed_source_problem(text)
         if problem is None and tree is not None and not candidate_names(tree, LOADER_METHODS, VLLM_NAMES,
                                                                         nodes=nodes):
             parse = False  # no call can resolve to a loader, whatever the package re-exports

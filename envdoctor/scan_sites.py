@@ -34,6 +34,7 @@ from envdoctor.scan import (
     Site,
     canonical_callee,
 )
+from envdoctor.probe.core import decode_source
 from envdoctor.scan_exports import ExportTable, resolve_export, resolve_relative
 from envdoctor.scan_prune import candidate_names, prune_source
 from envdoctor.untrusted import parsed_source_problem
@@ -279,12 +280,11 @@ def _parse_error(path: str, exc: Exception) -> ScanError:
 
 def parse_module(source: bytes, path: str) -> tuple[cst.Module | None, ScanError | None]:
     """libcst's module for `source`, or why there is none. Never raises."""
+    problem = decode_source(source)[1]
+    if problem:
+        return None, ScanError(path, problem)
     try:
-        source.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, ScanError(path, f"not UTF-8 text (byte {exc.start})")
-    try:
-        return cst.parse_module(source), None
+        return cst.parse_module(source), None  # libcst decodes it as decode_source does
     except Exception as exc:  # libcst has raised other types than ParserSyntaxError on odd input
         return None, _parse_error(path, exc)
 

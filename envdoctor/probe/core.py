@@ -50,6 +50,35 @@ def open_regular(path):
         raise
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def decode_source(data):
+    """(text, None), or (None, why Python would refuse it): Python source bytes decoded as
+    the interpreter reads them (PEP 3120 and 263): UTF-8, unless a coding declaration on
+    one of the first two lines names another codec; a UTF-8 byte-order mark is dropped.
+    Line ends are kept as they are, unlike importlib.util.decode_source."""
+    second_end = data.find(b"\n", data.find(b"\n") + 1)
+    head = data[:second_end] if second_end >= 0 else data
+    encoding = "utf-8"
+    if data.startswith(_UTF8_BOM) or b"coding" in head:
+        import io
+        import tokenize
+
+        try:
+            encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+        except SyntaxError as exc:  # an unknown codec, or one that contradicts the BOM
+            return None, "bad coding declaration: %s" % exc.msg
+    try:
+        return data.decode(encoding), None
+    except UnicodeDecodeError as exc:
+        if encoding.startswith("utf-8"):
+            return None, "not UTF-8 text (byte %d)" % exc.start
+        return None, "not %s text as its coding declaration says (byte %d)" % (encoding, exc.start)
+    except LookupError:  # pragma: no cover - detect_encoding has looked the codec up already
+        return None, "bad coding declaration: unknown encoding %s" % encoding
+
+
 def open_state_file(prefix, name):
     """prefix/.envdoctor/name for reading, only when .envdoctor is a real folder and name a
     regular file (neither a symlink): a planted link must not make us read another file."""

@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 
-from envdoctor.probe.core import open_regular, run_command, section
+from envdoctor.probe.core import decode_source, open_regular, run_command, section
 from envdoctor.probe.model_spm import reduce_sentencepiece
 from envdoctor.probe.model_tokenizer import chat_template_files, named_token_strings, reduce_tokenizer_json
 
@@ -208,7 +208,9 @@ def read_model_code(path):
         return entry
     if entry["size"] <= MODEL_MAX_SOURCE_BYTES:
         with open_regular(path) as handle:
-            entry["source"] = handle.read().decode("utf-8", "replace")
+            data = handle.read()
+        # As Python would read it (a coding declaration), else with U+FFFD for what does not decode.
+        entry["source"] = decode_source(data)[0] or data.decode("utf-8", "replace")
     else:
         entry["source_omitted"] = "larger than %d bytes" % MODEL_MAX_SOURCE_BYTES
     return entry

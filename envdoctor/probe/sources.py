@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 
-from envdoctor.probe.core import canonical_name, open_regular, read_headers, section, site_dirs, site_entries
+from envdoctor.probe.core import canonical_name, decode_source, open_regular, read_headers, section, site_dirs, site_entries
 
 _SRC_DIST_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -59,14 +59,6 @@ def bytes_might_hold_site(data, compiled):
         else:
             return True
     return False
-
-
-def bytes_are_utf8(data):
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 _SRC_EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]""")
@@ -302,8 +294,8 @@ def sources_section(args, emit):
             info["files"] += 1
             info["bytes"] += len(data)
             exports_only = False
-            if not bytes_might_hold_site(data, compiled) and bytes_are_utf8(data):
-                # (a file that is not UTF-8 travels so the controller lists it as an error)
+            if not bytes_might_hold_site(data, compiled) and decode_source(data)[0] is not None:
+                # (a file Python cannot decode travels so the controller lists it as an error)
                 if not (exporting and bytes_might_hold_site(data, exporting)):
                     continue
                 exports_only = True

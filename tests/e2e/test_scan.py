@@ -161,3 +161,20 @@ def test_scan_of_a_named_file_that_cannot_be_read_as_python_is_bad_input(run_cli
     folder = run_cli("scan", str(tmp_path), "--format", "json")
     assert folder.exit_status == 0, folder.stderr
     assert sorted(e["path"] for e in json.loads(folder.stdout)["errors"]) == ["broken.py", "latin.py"]
+
+
+def test_scan_reads_a_file_as_python_does(run_cli, tmp_path):
+    """A coding declaration (PEP 263) makes latin-1 bytes valid Python: the file is scanned and
+    its gap reported (exit 1), as the interpreter would run it; a declaration naming a codec
+    Python does not know is a one-line error (exit 2)."""
+    body = b"from transformers import AutoTokenizer\nx = '\xe9'\nAutoTokenizer.from_pretrained('m')\n"
+    (tmp_path / "declared.py").write_bytes(b"# -*- coding: latin-1 -*-\n" + body)
+    (tmp_path / "unknown.py").write_bytes(b"# coding: no-such-codec\n" + body)
+    compile((tmp_path / "declared.py").read_bytes(), "declared.py", "exec")  # Python's own verdict
+    res = run_cli("scan", str(tmp_path / "declared.py"), "--format", "json")
+    assert res.exit_status == 1, res.stderr
+    assert [(s["line"], s["state"]) for s in json.loads(res.stdout)["sites"]] == [(4, "missing")]
+    res = run_cli("scan", str(tmp_path / "unknown.py"))
+    assert res.exit_status == 2 and res.stdout == ""
+    assert res.stderr.splitlines()[0] == (f"envdoctor: error: {tmp_path / 'unknown.py'}: "
+                                          "bad coding declaration: unknown encoding: no-such-codec")

@@ -91,6 +91,20 @@ def test_auto_map_files_are_hashed_and_shipped_not_run(model_root):
     assert not (model_root / "MARK").exists()
 
 
+def test_model_code_is_shipped_as_python_reads_it(tmp_path):
+    """A model file with a coding declaration travels as the text Python runs; bytes that
+    do not decode keep U+FFFD in their place, and the hash is always of the bytes."""
+    declared = tmp_path / "declared.py"
+    declared.write_bytes(b"# coding: latin-1\nimport tiktoken\nNAME = 'caf\xe9'\n")
+    entry = probe.read_model_code(str(declared))
+    assert entry["source"] == declared.read_bytes().decode("latin-1")
+    undeclared = tmp_path / "undeclared.py"
+    undeclared.write_bytes(b"import tiktoken\nNAME = 'caf\xe9'\n")
+    entry = probe.read_model_code(str(undeclared))
+    assert entry["source"] == "import tiktoken\nNAME = 'caf\ufffd'\n"
+    assert len(entry["sha256"]) == 64
+
+
 def test_checks_on_kimi_without_tiktoken(model_root):
     """Config passes, the code check fails on tiktoken with the venv's pip, live is skipped, mask warns."""
     ctx = ctx_for(inspect(model_root / "kimi"))

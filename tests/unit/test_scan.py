@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from envdoctor.probe.core import decode_source
 from envdoctor.scan import (
     TrustRemoteCodeScanner,
     canonical_callee,
@@ -402,6 +403,53 @@ def test_unreadable_source_is_an_error_value(data, message):
     assert error is not None and error.path == "bad.py" and message in error.message
 
 
+#: Source bytes and whether Python's own decoding (PEP 3120, PEP 263) accepts them.
+DECODING_CASES = [
+    b"x = 1\n",
+    b"# -*- coding: latin-1 -*-\nname = 'caf\xe9'\n",
+    b"#!/usr/bin/env python\n# vim: set fileencoding=cp1252 :\ns = '\x80'\n",
+    b"\xef\xbb\xbfx = 1\r\n",
+    b"\xef\xbb\xbf# coding: latin-1\nx = 1\n",
+    b"# coding: no-such-codec\nx = 1\n",
+    b"x = 1\n# coding: latin-1\ny = '\xe9'\n",  # a declaration on line 3 does not count
+    b"x = '\xe9'\n",
+    b"# coding: utf-8\nx = '\xe9'\n",
+    b"# coding: ascii\nx = '\xe9'\n",
+    b"# coding=utf8\r\nx = '\xc3\xa9'\r\n",
+]
+
+
+@pytest.mark.parametrize("data", DECODING_CASES)
+def test_source_is_decoded_as_python_decodes_it(data):
+    """decode_source agrees with the interpreter: importlib's decode_source is the oracle
+    for the text (it also turns line ends into \\n), compile() for acceptance."""
+    import importlib.util
+
+    text, problem = decode_source(data)
+    try:
+        expected = importlib.util.decode_source(data)
+    except (SyntaxError, UnicodeDecodeError):
+        expected = None
+    assert (text is None) == (expected is None) == (problem is not None), problem
+    if text is not None:
+        assert text.replace("\r\n", "\n") == expected
+        compile(data, "case.py", "exec")  # Python runs it, so the scanner must read it
+    else:
+        with pytest.raises(SyntaxError):
+            compile(data, "case.py", "exec")
+
+
+def test_a_file_with_a_coding_declaration_is_scanned_not_refused():
+    """A latin-1 file that declares its codec is valid Python: its call is found where it is."""
+    data = b"# -*- coding: latin-1 -*-\nfrom transformers import AutoTokenizer\nname = 'caf\xe9'\n" \
+           b"tok = AutoTokenizer.from_pretrained(name)\n"
+    sites, error = scan_source(data, "old.py")
+    assert error is None
+    assert [(s.line, s.column, s.callee, s.state) for s in sites] == [(4, 6, TOK, "missing")]
+    sites, error = scan_source(b"# coding: no-such-codec\n" + data.split(b"\n", 1)[1], "bad.py")
+    assert sites == [] and error.message == "bad coding declaration: unknown encoding: no-such-codec"
+
+
 @pytest.mark.parametrize(
     ("name", "package", "expected"),
     [
@@ -464,6 +512,9 @@ def tree(tmp_path):
         "t = AutoTokenizer.from_pretrained(p, trust_remote_code=True)\nllm = vllm.LLM(p)\n"
     )
     (root / "latin1.py").write_bytes(b"from transformers import AutoTokenizer\ns = '\xe9'\nAutoTokenizer.from_pretrained(p)\n")
+    # The same bytes with a coding declaration are valid Python, scanned like any file.
+    (root / "declared.py").write_bytes(b"# coding: latin-1\nfrom transformers import AutoTokenizer\ns = '\xe9'\n"
+                                       b"AutoTokenizer.from_pretrained(p)\n")
     (root / "plain.py").write_text("print('nothing to see')\n")
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "ignored.py").write_text("import vllm\nvllm.LLM(p)\n")
@@ -477,11 +528,12 @@ def test_scanner_walks_a_tree_and_goes_on_after_errors(tree):
     assert found == [
         ("app.py", 3, TOK, "ok"),
         ("app.py", 4, "vllm.LLM", "missing"),
+        ("declared.py", 4, TOK, "missing"),
         ("transformers/models/bert/modeling.py", 2, CFG, "missing"),
     ]
     assert [(e.path, e.message.split(" (")[0]) for e in report.errors] == [("latin1.py", "not UTF-8 text")]
-    assert report.files == 7 and report.parsed == 3
-    assert [s.path for s in report.gaps] == ["app.py", "transformers/models/bert/modeling.py"]
+    assert report.files == 8 and report.parsed == 4
+    assert [s.path for s in report.gaps] == ["app.py", "declared.py", "transformers/models/bert/modeling.py"]
 
 
 def test_filtered_parallel_and_full_scans_agree(tree):
