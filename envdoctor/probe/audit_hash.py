@@ -19,7 +19,7 @@ from array import array
 from binascii import hexlify
 
 from envdoctor.probe.audit_record import b64_text, fsb, fst, stat_key
-from envdoctor.probe.core import READ_FLAGS
+from envdoctor.probe.core import READ_FLAGS, prune_user_caches, touch_user_cache
 
 CHUNK = 1 << 20
 MISSING_WORDS = (-1, -1, -1, -1)
@@ -447,8 +447,11 @@ class StatCache(object):
                     os.makedirs(fsb(parent), 0o700, exist_ok=True)
                 try:
                     os.mkdir(fsb(self.folder), 0o700)
+                    prune_user_caches(self.folder)  # only a cache in ~/.cache/envdoctor is pruned
                 except FileExistsError:
                     pass  # another audit made it just now
+            else:
+                touch_user_cache(self.folder)
             # A cache someone else could write would hide their changes (its entries are
             # trusted), and a symlinked folder would have us write through it: both unused.
             for folder, mask in ((os.path.dirname(self.folder), 0o022), (self.folder, 0o077)):

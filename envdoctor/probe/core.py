@@ -16,6 +16,7 @@ import os
 import re
 import stat
 import sys
+import time
 
 # subprocess, email.parser and traceback are imported where they are used: together they
 # cost 20 ms of start-up, and a section such as the audit needs none of them.
@@ -48,6 +49,68 @@ def open_regular(path):
     except BaseException:
         os.close(fd)
         raise
+
+
+#: Per-environment caches of one kind (drift-, gpu-, imports-, audit-) that the user's cache
+#: folder keeps: when a new one is made, the least recently used beyond this many are removed,
+#: so that environments made and deleted by the hundred (tox, CI) leave no trail behind.
+USER_CACHE_KEEP = 32
+#: The names this program gives its per-environment caches; nothing else is ever removed.
+_USER_CACHE_NAME = re.compile(r"\A((?:drift|gpu|audit)-[0-9a-f]{12}|imports-[0-9a-f]{16})\Z")
+#: A cache read this long after it was last written has its time set again (for the pruning's order).
+_CACHE_TOUCH_AFTER = 24 * 3600
+
+
+def touch_user_cache(path):
+    """Note that a per-environment cache was used (its mtime), at most once a day; only a
+    name this program gives in the user's cache folder (not a venv's own .envdoctor)."""
+    if not _USER_CACHE_NAME.match(os.path.basename(path)):
+        return
+    try:
+        if os.lstat(path).st_mtime < time.time() - _CACHE_TOUCH_AFTER:
+            os.utime(path)
+    except OSError:
+        pass
+
+
+def prune_user_caches(new_path, keep=USER_CACHE_KEEP):
+    """After the cache new_path (~/.cache/envdoctor/<kind>-<digest>) was made, remove the least
+    recently used caches of its kind beyond `keep`, never new_path: only names this program
+    gives, owned by this user, a folder emptied of its files without following a symlink.
+    Best effort: a cache another run is writing only misses that write."""
+    folder, name = os.path.split(new_path)
+    if not _USER_CACHE_NAME.match(name):
+        return []
+    kind = name.split("-", 1)[0] + "-"
+    uid = os.getuid()
+    found = []
+    try:
+        for entry in os.listdir(folder):
+            if entry.startswith(kind) and entry != name and _USER_CACHE_NAME.match(entry):
+                path = os.path.join(folder, entry)
+                info = os.lstat(path)
+                if info.st_uid == uid and (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+                    found.append((info.st_mtime, path, stat.S_ISDIR(info.st_mode)))
+    except OSError:
+        return []
+    found.sort(reverse=True)
+    removed = []
+    for _, path, is_dir in found[max(0, keep - 1):]:  # new_path counts as one of `keep`
+        try:
+            if is_dir:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+                try:
+                    for inner in os.listdir(fd):
+                        os.unlink(inner, dir_fd=fd)  # a file, or a link itself; never what it names
+                finally:
+                    os.close(fd)
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+            removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"

@@ -32,10 +32,12 @@ from envdoctor.probe.audit_record import fsb
 from envdoctor.probe.core import (
     canonical_name,
     open_regular,
+    prune_user_caches,
     read_headers,
     section,
     site_dirs,
     site_entries,
+    touch_user_cache,
 )
 from envdoctor.probe.drift_ast import summarize_source
 from envdoctor.probe.drift_baseline import (
@@ -300,6 +302,7 @@ def read_cache(folder, key):
         return None
     if cached.get("key") != key:
         return None
+    touch_user_cache(folder)
     for path, (size, mtime) in cached.get("read", {}).items():
         try:
             st = os.stat(path)
@@ -318,6 +321,7 @@ def write_cache(folder, key, read, data):
             if not os.path.isdir(parent):
                 os.makedirs(parent, 0o700)  # ~/.cache/envdoctor
             os.mkdir(folder, 0o700)
+            prune_user_caches(folder)
         info = os.lstat(folder)
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
             return False

@@ -22,7 +22,7 @@ import time
 
 from envdoctor.probe.audit_hash import write_private
 from envdoctor.probe.audit_record import fsb, stat_key
-from envdoctor.probe.core import open_regular, section, site_dirs
+from envdoctor.probe.core import open_regular, prune_user_caches, section, site_dirs, touch_user_cache
 from envdoctor.probe.gpu_elf import TORCH_LIBS, Elf, ElfError, ExportTable, dynamic_needed, fatbin_summary, torch_undefined
 from envdoctor.probe.gpu_host import driver_facts, host_root, read_small, read_small_limit, smi_facts, torch_facts
 
@@ -201,6 +201,7 @@ class GpuCache(object):
                     return
                 data = json.loads(handle.read().decode("utf-8"))
             if data.get("version") == GPU_CACHE_VERSION:
+                touch_user_cache(folder)
                 self.binaries = valid_entries(data.get("binaries"), ("key", "value"))
                 self.exports = valid_entries(data.get("exports"), ("key", "yes", "no"))
                 self.walks = valid_entries(data.get("walks"), ("dirs", "found"))
@@ -265,6 +266,7 @@ class GpuCache(object):
                         return False  # a venv that is not there: create nothing in its place
                     os.makedirs(parent, 0o700)  # ~/.cache/envdoctor, owner-only
                 os.mkdir(self.folder, 0o700)
+                prune_user_caches(self.folder)
         except FileExistsError:
             pass
         except OSError:

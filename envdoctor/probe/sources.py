@@ -20,7 +20,17 @@ import stat
 import sys
 import tempfile
 
-from envdoctor.probe.core import canonical_name, decode_source, open_regular, read_headers, section, site_dirs, site_entries
+from envdoctor.probe.core import (
+    canonical_name,
+    decode_source,
+    open_regular,
+    prune_user_caches,
+    read_headers,
+    section,
+    site_dirs,
+    site_entries,
+    touch_user_cache,
+)
 
 _SRC_DIST_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -123,6 +133,7 @@ class ImportsCache(object):
                     data = json.loads(handle.read(8 * 1024 * 1024).decode("utf-8"))
                     if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("entries"), dict):
                         self.entries = data["entries"]
+                        touch_user_cache(os.path.join(self.folder, self.NAME))
         except (OSError, ValueError):
             pass
 
@@ -157,10 +168,14 @@ class ImportsCache(object):
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(json.dumps({"v": 1, "entries": self.used}).encode("utf-8"))
-                os.replace(tmp, os.path.join(self.folder, self.NAME))
+                path = os.path.join(self.folder, self.NAME)
+                new = not os.path.lexists(path)
+                os.replace(tmp, path)
             except BaseException:
                 os.unlink(tmp)
                 raise
+            if new:
+                prune_user_caches(path)
         except (OSError, ValueError):
             pass  # a cache that cannot be written only costs time next run
 
