@@ -1,6 +1,6 @@
-"""The algorithm lists ssh would offer: ``Ciphers``, ``KexAlgorithms``, ``MACs`` and
-``HostKeyAlgorithms``, each read and assembled as OpenSSH does, and what a connection
-offers of them.
+"""The algorithm lists ssh would offer: ``Ciphers``, ``KexAlgorithms``, ``MACs``,
+``HostKeyAlgorithms`` and ``PubkeyAcceptedAlgorithms``, each read and assembled as OpenSSH
+does, and what a connection offers of them.
 
 ``ssh -G`` prints the assembled lists; without an ``ssh`` binary, :func:`assemble` builds
 them as OpenSSH 9's ``kex_assemble_names`` does (``+`` appends to the defaults, ``-``
@@ -87,8 +87,27 @@ HOST_KEYS = Kind(
     "Bad key types",
     key_types=True,
 )
+#: The signature algorithms a client key may sign with (``PubkeyAcceptedKeyTypes`` before
+#: OpenSSH 8.5): OpenSSH's defaults are those of HostKeyAlgorithms, over the same names.
+PUBKEY = Kind("PubkeyAcceptedAlgorithms", "public key signature algorithms", HOST_KEYS.defaults, HOST_KEYS.known,
+              "Bad key types", key_types=True)
 #: By the config keyword, lower-cased.
-KINDS = {kind.keyword.lower(): kind for kind in (CIPHERS, KEX, MACS, HOST_KEYS)}
+KINDS = {kind.keyword.lower(): kind for kind in (CIPHERS, KEX, MACS, HOST_KEYS, PUBKEY)}
+#: What ssh -G stops with when a key type list assembles to nothing (a ``!`` pattern, a short name).
+EMPTY_LIST_ERRORS = {HOST_KEYS: "expand HostKeyAlgorithms: invalid argument",
+                     PUBKEY: "fill_default_options: pubkey_accepted_algos: invalid argument"}
+_CERT_SUFFIX = "-cert-v01@openssh.com"
+
+
+def signature_algorithms(allowed: Sequence[str] | None, supported: Iterable[str]) -> list[str]:
+    """asyncssh's ``signature_algs`` for ssh's ``PubkeyAcceptedAlgorithms`` (None: OpenSSH's
+    defaults): the plain signature algorithms the list names, a certificate's as its key's
+    (asyncssh checks a certificate by the signature algorithm of its key). Empty when no
+    key may sign at all: then ssh offers no key, and neither may the connection."""
+    allowed = PUBKEY.defaults if allowed is None else allowed
+    plain = dict.fromkeys(name[:-len(_CERT_SUFFIX)] if name.endswith(_CERT_SUFFIX) else name for name in allowed)
+    have = set(supported)
+    return [name for name in plain if name in have]
 
 #: Short names OpenSSH accepts for plain key types, in any case (``sshkey_type_from_name``).
 _KEY_SHORT_NAMES = frozenset({"rsa", "dsa", "ecdsa", "ecdsa-sk", "ed25519", "ed25519-sk"})

@@ -68,6 +68,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         kex_algorithms=_algorithm_list(single, "kexalgorithms"),
         macs=_algorithm_list(single, "macs"),
         host_key_algorithms=_algorithm_list(single, "hostkeyalgorithms"),
+        pubkey_algorithms=_algorithm_list(single, "pubkeyacceptedalgorithms"),
         resolver=SSH_G,
     )
 
@@ -177,6 +178,13 @@ class HostResolver:
         if returncode != 0:
             raise ConfigError(f"SSH config for {destination}: {ssh_error_line(err)}",
                               hint="`ssh -G` refuses it too; fix the SSH config")
+        if b"fill_default_options: " in err:
+            # A list that assembles to nothing (PubkeyAcceptedAlgorithms RSA): ssh -G only
+            # complains and exits 0 (OpenSSH 9.2), but ssh itself dies on it; so does this run.
+            line = next(ln for ln in err.decode("utf-8", "replace").splitlines() if "fill_default_options: " in ln)
+            raise ConfigError(f"SSH config for {destination}: {line.strip()} (ssh stops on it)",
+                              hint="name key types without '!' or a short name (ssh -Q PubkeyAcceptedAlgorithms "
+                                   "lists them)")
         answer = out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape")
         resolved = parse_ssh_g(answer, destination)
         assert self._cache_state is not None

@@ -422,8 +422,8 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
 
 @functools.lru_cache(maxsize=None)
 def _asyncssh_algorithms(kind: str) -> tuple[str, ...]:
-    """What asyncssh can do of one kind: ``cipher``, ``kex``, ``mac`` or ``host_key``
-    (certificates too)."""
+    """What asyncssh can do of one kind: ``cipher``, ``kex``, ``mac``, ``host_key``
+    (certificates too) or ``signature`` (a client key's)."""
     if kind == "cipher":
         from asyncssh.encryption import get_encryption_algs
 
@@ -436,6 +436,10 @@ def _asyncssh_algorithms(kind: str) -> tuple[str, ...]:
         from asyncssh.mac import get_mac_algs
 
         names = list(get_mac_algs())
+    elif kind == "signature":
+        from asyncssh.public_key import get_public_key_algs
+
+        names = list(get_public_key_algs())
     else:
         from asyncssh.public_key import get_certificate_algs, get_public_key_algs
 
@@ -483,6 +487,13 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "mac_algs": algorithms.usable(algorithms.MACS, host.macs, _asyncssh_algorithms("mac"), host.host),
         "server_host_key_algs": _host_key_algorithms(host, trusted, authorities),
     }
+    # A client key signs only as PubkeyAcceptedAlgorithms allows (not SHA-1 ssh-rsa unless it
+    # names it); a list asyncssh can do none of leaves no key to offer, as with ssh.
+    signing = algorithms.signature_algorithms(host.pubkey_algorithms, _asyncssh_algorithms("signature"))
+    if signing:
+        kwargs["signature_algs"] = signing
+    else:
+        kwargs["public_key_auth"] = False
     if host.host_key_alias:
         kwargs["host_key_alias"] = host.host_key_alias
     if host.identities_only:

@@ -50,7 +50,10 @@ BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 #: Keywords that take exactly one argument (more is an error, as in ssh).
 SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
-                    "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms"})
+                    "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms",
+                    "pubkeyacceptedalgorithms"})
+#: Old spellings readconf.c reads as another keyword.
+KEYWORD_ALIASES = {"pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms"}
 
 
 #: Every keyword OpenSSH 9.2 (Debian) accepts, deprecated and unsupported ones included (those
@@ -254,6 +257,7 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
     """One directive: values are checked even where they do not apply (as ssh does); the
     first value obtained wins, IdentityFile accumulates."""
     keyword, args, where = line.keyword, line.args, line.where
+    keyword = KEYWORD_ALIASES.get(keyword, keyword)
     if keyword not in KNOWN_KEYWORDS:
         ignored = str(state.values.get("ignoreunknown", ("", ""))[0])
         if ignored and match_pattern_list(keyword, ignored, lower=True):
@@ -448,14 +452,15 @@ def _readable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.R_OK)
 
 
-def host_key_algorithms(value: str | None, sources: Mapping[str, str]) -> tuple[str, ...] | None:
-    """``HostKeyAlgorithms`` assembled; where it leaves no key type (a ``!`` pattern, a short
-    name such as ``RSA``, no name), ``ssh -G`` stops: "expand HostKeyAlgorithms: invalid argument"."""
-    assembled = algorithms.assemble(algorithms.HOST_KEYS, value)
+def key_type_list(kind: algorithms.Kind, value: str | None, sources: Mapping[str, str]) -> tuple[str, ...] | None:
+    """``HostKeyAlgorithms`` or ``PubkeyAcceptedAlgorithms`` assembled; where it leaves no key
+    type (a ``!`` pattern, a short name such as ``RSA``, no name), ``ssh -G`` stops
+    ("expand HostKeyAlgorithms: invalid argument", and likewise for the other)."""
+    assembled = algorithms.assemble(kind, value)
     if value and assembled is None:
-        raise ConfigError(f"{sources.get('hostkeyalgorithms', 'ssh config')}: HostKeyAlgorithms {value!r} leaves "
-                          "no key type (ssh -G: expand HostKeyAlgorithms: invalid argument)",
-                          hint="name key types without '!' (ssh -Q HostKeyAlgorithms lists them)")
+        raise ConfigError(f"{sources.get(kind.keyword.lower(), 'ssh config')}: {kind.keyword} {value!r} leaves "
+                          f"no key type (ssh -G: {algorithms.EMPTY_LIST_ERRORS[kind]})",
+                          hint=f"name key types without '!' (ssh -Q {kind.keyword} lists them)")
     return assembled
 
 
@@ -507,6 +512,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]
         macs=algorithms.assemble(algorithms.MACS, get("macs", None)),  # type: ignore[arg-type]
-        host_key_algorithms=host_key_algorithms(get("hostkeyalgorithms", None), sources),  # type: ignore[arg-type]
+        host_key_algorithms=key_type_list(algorithms.HOST_KEYS, get("hostkeyalgorithms", None), sources),  # type: ignore[arg-type]
+        pubkey_algorithms=key_type_list(algorithms.PUBKEY, get("pubkeyacceptedalgorithms", None), sources),  # type: ignore[arg-type]
         resolver=BUILTIN, sources=sources,
     )

@@ -85,10 +85,12 @@ class ResolvedHost:
     connect_timeout: float | None = None
     #: The ciphers ssh would offer, in its order (``Ciphers`` assembled); None: OpenSSH's defaults.
     ciphers: tuple[str, ...] | None = None
-    #: Likewise ``KexAlgorithms``, ``MACs`` and ``HostKeyAlgorithms`` (transport.algorithms).
+    #: Likewise ``KexAlgorithms``, ``MACs``, ``HostKeyAlgorithms`` and ``PubkeyAcceptedAlgorithms``
+    #: (transport.algorithms).
     kex_algorithms: tuple[str, ...] | None = None
     macs: tuple[str, ...] | None = None
     host_key_algorithms: tuple[str, ...] | None = None
+    pubkey_algorithms: tuple[str, ...] | None = None
     #: Which resolver produced this: ``ssh -G`` or ``built-in parser``.
     resolver: str = ""
     #: Where a value came from (``file:line``, ``command line``, ``default``), by field name.

@@ -413,3 +413,25 @@ def test_algorithms_are_those_ssh_would_offer(run_cli, legacy_servers, env, serv
         assert result["details"]["kind"] != "host-key", result  # no algorithm in common, not a changed key
         if server != "host-key":  # (that sshd resets the connection before saying why)
             assert "KexAlgorithms +NAME" in result["fix"], result
+
+
+PUBKEY_CASES = [
+    # (the client's config line, whether ssh logs in with the ed25519 client key)
+    ("PubkeyAcceptedAlgorithms ssh-ed25519", True),
+    ("PubkeyAcceptedKeyTypes ssh-ed25519,rsa-sha2-512", True),
+    ("PubkeyAcceptedAlgorithms rsa-sha2-512,rsa-sha2-256", False),
+    ("PubkeyAcceptedAlgorithms -ssh-ed25519*", False),
+]
+
+
+@pytest.mark.parametrize(("line", "logs_in"), PUBKEY_CASES, ids=[c[0] for c in PUBKEY_CASES])
+def test_client_key_is_offered_only_as_ssh_offers_it(run_cli, sshd, env, line, logs_in):
+    """PubkeyAcceptedAlgorithms: a key ssh would not sign with is not used to log in either."""
+    assert sshd.client_key.with_suffix(".pub").read_text().startswith("ssh-ed25519 ")
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    config = write_config(env, f"Host pk\n  HostName 127.0.0.1\n  Port {sshd.port}\n  {line}\n")
+    assert ssh_connects(config, "pk") is logs_in, "the oracle"
+    result, stderr = reachable(run_cli, config, "pk")
+    assert (result["status"] == "pass") is logs_in, (result, stderr)
+    if not logs_in:
+        assert result["details"]["kind"] != "host-key", result

@@ -1,8 +1,9 @@
-"""KexAlgorithms, MACs and HostKeyAlgorithms: read, refused and assembled as OpenSSH does
+"""KexAlgorithms, MACs, HostKeyAlgorithms and PubkeyAcceptedAlgorithms: read, refused and assembled as OpenSSH does
 (`ssh -G` is the oracle), and a connection offers only what ssh allows."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from envdoctor.errors import ConfigError
 from envdoctor.transport import algorithms
-from envdoctor.transport.openssh import parse_ssh_g
+from envdoctor.transport.openssh import HostResolver, parse_ssh_g
 from envdoctor.transport.ssh_config_resolve import resolve_builtin
 
 CASES = {
@@ -34,9 +35,17 @@ CASES = {
         "RSA", "ed25519", "ssh-ed25519,RSA",
         "nosuch", "+nosuch", "nosuch*", "ssh-ed25519,nosuch", ",", "ssh-ed25519,,nosuch",
     ],
+    "PubkeyAcceptedAlgorithms": [
+        "ssh-ed25519", "+ssh-rsa", "^rsa-sha2-512", "-rsa*", "-*cert*", "rsa-sha2-256,ssh-ed25519-cert*",
+        "ssh-rsa", "!ssh-rsa", "RSA", "-*", "nosuch", "ssh-ed25519,nosuch",
+    ],
+    # The keyword's name before OpenSSH 8.5, read as the same one.
+    "PubkeyAcceptedKeyTypes": ["ssh-ed25519", "+ssh-rsa", "nosuch"],
 }
-KEYS = {"KexAlgorithms": "kexalgorithms", "MACs": "macs", "HostKeyAlgorithms": "hostkeyalgorithms"}
-FIELDS = {"KexAlgorithms": "kex_algorithms", "MACs": "macs", "HostKeyAlgorithms": "host_key_algorithms"}
+KEYS = {"KexAlgorithms": "kexalgorithms", "MACs": "macs", "HostKeyAlgorithms": "hostkeyalgorithms",
+        "PubkeyAcceptedAlgorithms": "pubkeyacceptedalgorithms", "PubkeyAcceptedKeyTypes": "pubkeyacceptedalgorithms"}
+FIELDS = {"KexAlgorithms": "kex_algorithms", "MACs": "macs", "HostKeyAlgorithms": "host_key_algorithms",
+          "PubkeyAcceptedAlgorithms": "pubkey_algorithms", "PubkeyAcceptedKeyTypes": "pubkey_algorithms"}
 
 
 def ssh_g(config: Path) -> str | None:
@@ -45,11 +54,11 @@ def ssh_g(config: Path) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def ssh_g_expands(config: Path) -> bool:
-    """Whether ssh -G read the value and then failed to expand it (HostKeyAlgorithms only)."""
+def ssh_g_expansion_error(config: Path) -> str | None:
+    """What ssh -G said when it read the value and then failed to expand it (key type lists only)."""
     proc = subprocess.run(["ssh", "-G", "-F", str(config), "x"], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=30)
-    return "expand HostKeyAlgorithms: invalid argument" in proc.stderr
+    return next((words for words in algorithms.EMPTY_LIST_ERRORS.values() if words in proc.stderr), None)
 
 
 def listed(output: str, key: str) -> tuple[str, ...] | None:
@@ -62,14 +71,21 @@ def listed(output: str, key: str) -> tuple[str, ...] | None:
 def test_assembled_as_ssh_g_assembles(keyword, value, tmp_path):
     """The same list as ssh -G prints, from the built-in parser and from ssh -G's answer; a
     value ssh refuses is refused with its words."""
-    kind = algorithms.KINDS[keyword.lower()]
+    kind = algorithms.KINDS[KEYS[keyword]]
     config = tmp_path / "ssh_config"
     config.write_text(f"Host x\n  {keyword} {value}\n")
     output = ssh_g(config)
     if output is None:
-        words = "expand HostKeyAlgorithms: invalid argument" if ssh_g_expands(config) else kind.bad_spec
+        words = ssh_g_expansion_error(config) or kind.bad_spec
         with pytest.raises(ConfigError, match=words):
             resolve_builtin("x", config_file=str(config))
+        return
+    words = ssh_g_expansion_error(config)
+    if words:  # ssh -G complains and exits 0 (PubkeyAcceptedAlgorithms); ssh itself then dies
+        for resolve in (lambda: resolve_builtin("x", config_file=str(config)),
+                        lambda: asyncio.run(HostResolver(str(config)).resolve("x"))):
+            with pytest.raises(ConfigError, match=words):
+                resolve()
         return
     expected = listed(output, KEYS[keyword])
     assert algorithms.assemble(kind, value) == expected
@@ -88,8 +104,8 @@ def test_defaults_are_ssh_gs(tmp_path):
     version = subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr
     if not version.startswith("OpenSSH_9.2"):
         pytest.skip(f"the tables are OpenSSH 9.2's; this is {version.strip()}")
-    for keyword, key in KEYS.items():
-        assert listed(output, key) == algorithms.KINDS[keyword.lower()].defaults
+    for key in KEYS.values():
+        assert listed(output, key) == algorithms.KINDS[key].defaults
 
 
 def test_usable_keeps_ssh_order_and_refuses_an_empty_choice():
@@ -129,3 +145,18 @@ def test_ml_kem_stands_in_for_sntrup_only_where_ssh_asks_for_a_post_quantum_hybr
         "curve25519-sha256", "ecdh-sha2-nistp256"]
     newer_ssh = ("mlkem768x25519-sha256", "sntrup761x25519-sha512", "curve25519-sha256")  # OpenSSH 10's order
     assert algorithms.kex_offered(newer_ssh, without_liboqs, "h") == ["mlkem768x25519-sha256", "curve25519-sha256"]
+
+
+def test_client_keys_sign_only_as_pubkey_accepted_algorithms_allows():
+    """asyncssh's signature_algs from ssh's list: SHA-1 ssh-rsa only when the list names it, a
+    certificate's algorithm as its key's, nothing when asyncssh can do none of the list."""
+    from envdoctor.transport.ssh import _asyncssh_algorithms
+
+    supported = _asyncssh_algorithms("signature")
+    default = algorithms.signature_algorithms(None, supported)
+    assert "ssh-rsa" not in default and {"rsa-sha2-256", "rsa-sha2-512", "ssh-ed25519"} <= set(default)
+    assert "ssh-rsa" in algorithms.signature_algorithms(algorithms.assemble(algorithms.PUBKEY, "+ssh-rsa"), supported)
+    assert algorithms.signature_algorithms(("ssh-ed25519",), supported) == ["ssh-ed25519"]
+    assert algorithms.signature_algorithms(("rsa-sha2-256-cert-v01@openssh.com", "rsa-sha2-256"), supported) == [
+        "rsa-sha2-256"]
+    assert algorithms.signature_algorithms(("sk-ssh-ed25519@openssh.com",), ("ssh-ed25519",)) == []
