@@ -21,6 +21,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from envdoctor.probe.core import decode_source
 from envdoctor.scan import (
     EXPLICIT_FALSE,
     KEYWORD,
@@ -34,7 +35,6 @@ from envdoctor.scan import (
     Site,
     canonical_callee,
 )
-from envdoctor.probe.core import decode_source
 from envdoctor.scan_exports import ExportTable, resolve_export, resolve_relative
 from envdoctor.scan_prune import candidate_names, prune_source
 from envdoctor.untrusted import parsed_source_problem
