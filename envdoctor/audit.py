@@ -22,7 +22,7 @@ from envdoctor.gather import problem_from_error, python_candidates
 from envdoctor.inventory import HostSpec
 from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.logsafe import get_logger
-from envdoctor.probe.program import ProbeOutput, register_section, run_probe
+from envdoctor.probe.program import ProbeOutput, register_section, run_probe, section_code_digest
 from envdoctor.probe_schema import section_problems
 from envdoctor.transport.interface import Transport
 
@@ -218,7 +218,9 @@ class RecordAuditor:
         self.timeout = timeout
 
     def request(self, spec: HostSpec) -> dict[str, dict[str, Any]]:
-        audit_args: dict[str, Any] = {"prefix": spec.venv or "", "full": self.full}
+        # "code": the snapshot of an earlier audit replays only for the same audit code.
+        audit_args: dict[str, Any] = {"prefix": spec.venv or "", "full": self.full,
+                                      "code": section_code_digest(AUDIT_SECTION)}
         if self.workers:
             audit_args["workers"] = self.workers
         return {AUDIT_SECTION: audit_args, LEDGER_SECTION: {"prefix": spec.venv or ""}}

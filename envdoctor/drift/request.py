@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envdoctor.probe.program import build_program, register_section
+from envdoctor.probe.program import register_section, section_code_digest
 from envdoctor.scan import LOADER_LIBRARIES
 
 SECTION = "drift"
@@ -18,13 +16,6 @@ register_section(SECTION, "drift")  # (its helper modules are in envdoctor.probe
 #: Bounds on what one host's answer may cost.
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_FILES = 20000
-
-
-@functools.cache
-def probe_code_digest() -> str:
-    """A digest of the section's program (its module and every helper it is sent with): a
-    cache on the host written by other code is not reused."""
-    return hashlib.sha1(build_program([SECTION]).encode("utf-8")).hexdigest()[:16]
 
 
 def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | Sequence[str] | None = None,
@@ -45,7 +36,7 @@ def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | S
         "discover_baselines": discover_baselines,
         "max_file_bytes": MAX_FILE_BYTES,
         "max_files": MAX_FILES,
-        "code": probe_code_digest(),
+        "code": section_code_digest(SECTION),  # a host cache written by other code is not reused
     }
 
 

@@ -236,7 +236,7 @@ def audit_run(args, emit):
         dists.extend(site_distributions(site_dir))
     signature = distributions_signature(dists)
     old_prefixes = pyvenv_old_prefixes(prefix) if not default else []
-    snapshot = Snapshot(cache, snapshot_header(prefix, default, sites, old_prefixes))
+    snapshot = Snapshot(cache, snapshot_header(prefix, default, sites, old_prefixes, args.get("code")))
     replayed = snapshot.replay(signature, path_exists, workers)
     lap("snapshot")
     if replayed is not None:

@@ -14,6 +14,7 @@ import marshal
 import os
 import signal
 import stat
+import sys
 import time
 from array import array
 from binascii import hexlify
@@ -29,6 +30,9 @@ BATCH_FILES = 128
 #: Below this much work, starting processes costs more than it saves.
 PARALLEL_MIN_FILES = 64
 CACHE_VERSION = 4  # 4: marshal
+#: Before Python 3.7 (PEP 552) a .pyc header is 12 bytes: the magic number, then the source's
+#: mtime and size, with no flags word between them.
+PYC_FLAGS_WORD = sys.version_info >= (3, 7)
 CACHE_NAME = "audit-cache"
 #: Racy window when the stamp and the files may not share a clock (another file system),
 #: or the file system stores whole seconds (FAT stores 2 s).
@@ -162,6 +166,8 @@ def check_pyc_batch(batch):
             st = fstat(fd)
             pkey = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
             header = read(fd, 16)
+            if not PYC_FLAGS_WORD:
+                header = pep552_header(header)
         except OSError:
             pkey, header = None, b""
         finally:
@@ -567,9 +573,17 @@ def _pyc_stamp(source_key):
         (source_key[0] & 0xFFFFFFFF).to_bytes(4, "little")
 
 
+def pep552_header(header):
+    """The first bytes of a pre-3.7 .pyc as Python 3.7+ lays them out: magic, flags 0 (the
+    source's timestamp decides), then the source's mtime and size."""
+    if len(header) < 12:
+        return header[:4]  # too short to be used: header_mismatch ignores it
+    return header[:4] + b"\0\0\0\0" + header[4:12]
+
+
 def header_mismatch(header, source_path, source_key, magic=None):
-    """Why a cached .pyc (its first 16 bytes) does not belong to its source, or None when it
-    does (or when this interpreter would not use it)."""
+    """Why a cached .pyc (its first 16 bytes, laid out as PEP 552 has it) does not belong to
+    its source, or None when it does (or when this interpreter would not use it)."""
     if len(header) < 16 or header[:4] != (magic or _magic_number()):
         return None  # another interpreter's bytecode: this one ignores it
     import importlib.util

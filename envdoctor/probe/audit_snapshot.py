@@ -47,10 +47,13 @@ def distributions_signature(dists):
     return hashlib.sha1(json.dumps(rows, sort_keys=True, default=str).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def snapshot_header(prefix, default, sites, old_prefixes):
+def snapshot_header(prefix, default, sites, old_prefixes, code=None):
+    """What a snapshot must have been made under to be replayed: the environment, this
+    interpreter's bytecode, and the audit code (its digest from the controller: code that
+    judges differently never replays an old verdict)."""
     import importlib.util
 
-    return {"version": SNAPSHOT_VERSION, "prefix": prefix, "default": default, "sites": list(sites),
+    return {"version": SNAPSHOT_VERSION, "code": code, "prefix": prefix, "default": default, "sites": list(sites),
             "cache_tag": getattr(sys.implementation, "cache_tag", None),
             "magic": importlib.util.MAGIC_NUMBER.hex(), "old_prefixes": list(old_prefixes)}
 

@@ -11,6 +11,7 @@ session gathers every fact, whatever the host's login shell is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -122,6 +123,7 @@ def register_section(name: str, module: str) -> None:
     """Make a probe module of this package available as section ``name``."""
     SECTION_MODULES[name] = module
     _program.cache_clear()
+    section_code_digest.cache_clear()
 
 
 def build_program(sections: Iterable[str]) -> str:
@@ -141,6 +143,14 @@ def _program(sections: tuple[str, ...]) -> str:
             if needed not in modules:
                 modules.append(needed)
     return "".join(_module_source(m) for m in modules)
+
+
+@cache
+def section_code_digest(section: str) -> str:
+    """A digest of the code that runs one section (its module, its helpers and core): a cache
+    of the section's answers that the host keeps is keyed by it, so code that judges
+    differently never replays an answer the old code gave."""
+    return hashlib.sha1(_program((section,)).encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass

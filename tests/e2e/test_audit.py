@@ -268,3 +268,26 @@ def test_missing_venv_and_relative_venv_are_clear_errors(run_cli, sshd, tmp_path
     assert res.exit_status == 1 and "no such directory" in res.stdout and "Traceback" not in res.stderr
     bad = run_cli("audit", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", "relative/venv")
     assert bad.exit_status == 2 and bad.stderr.startswith("envdoctor: error:")
+
+
+PYTHON36 = "/root/.pyenv/versions/3.6.15/bin/python3.6"
+
+
+@pytest.mark.skipif(not os.path.exists(PYTHON36) and shutil.which("python3.6") is None,
+                    reason="needs a Python 3.6 interpreter (the real authority on its bytecode)")
+def test_python36_venv_bytecode_belongs_to_its_sources(run_cli, sshd, tmp_path):
+    """Python 3.6 lays a .pyc header out without PEP 552's flags word: a venv it made and
+    compiled (ensurepip) has no .pyc flagged when its own interpreter runs the probe."""
+    python36 = PYTHON36 if os.path.exists(PYTHON36) else shutil.which("python3.6")
+    subprocess.run([python36, "-m", "venv", str(tmp_path / "v36")], check=True)
+    # Sources dated on an even second, compiled again by Python 3.6 itself: read in 3.7's
+    # layout, such a header's mtime would pass for flags with bit 0 clear (timestamp-based).
+    site = site_packages(tmp_path / "v36")
+    for source in site.rglob("*.py"):
+        os.utime(source, (1_700_000_000, 1_700_000_000))
+    subprocess.run([python36, "-m", "compileall", "-q", "-f", str(site)], check=True)
+    res, host = audit(run_cli, sshd, tmp_path / "v36", "--full")
+    assert host["python"].startswith(str(tmp_path / "v36")), host["python"]
+    assert host["stats"]["pyc_checked"] > 100
+    assert [f["path"] for f in host["files"] if f["path"].endswith(".pyc")] == []
+    assert res.exit_status == 0, res.stdout

@@ -266,6 +266,25 @@ def test_full_ignores_the_cache(fake_env, monkeypatch):
     assert data["stats"]["hashed"] == 1 and data["stats"]["cache"].startswith("ignored")
 
 
+def test_pre_37_pyc_header_is_read_in_its_own_layout(tmp_path, monkeypatch):
+    """Python 3.6 writes magic, mtime, size (12 bytes; no PEP 552 flags word): read as such, a
+    .pyc made from its source is not flagged, and one made from another source is."""
+    source = tmp_path / "mod.py"
+    source.write_bytes(b"x = 1\n")
+    st = source.stat()
+    magic = b"\x33\x0d\x0d\x0a"  # Python 3.6's
+    stamp = (st.st_mtime_ns // 10 ** 9).to_bytes(4, "little") + st.st_size.to_bytes(4, "little")
+    good, bad = tmp_path / "good.pyc", tmp_path / "bad.pyc"
+    good.write_bytes(magic + stamp + b"\xe3code object follows")
+    bad.write_bytes(magic + (st.st_mtime_ns // 10 ** 9 - 60).to_bytes(4, "little") + stamp[4:] + b"\xe3rest")
+    monkeypatch.setattr(audit_hash, "PYC_FLAGS_WORD", False)
+    monkeypatch.setattr(audit_hash, "_magic_number", lambda: magic)
+    words, special = audit_hash.check_pyc_batch([(str(good), str(source)), (str(bad), str(source))])
+    assert [(position, why) for position, why, _ in special] == [
+        (1, ".pyc header (source mtime and size) does not match its source")]
+    assert audit_hash.pep552_header(magic + stamp + b"more") == magic + b"\0\0\0\0" + stamp
+
+
 def test_section_path_replaced_by_a_fifo_is_modified_without_waiting(fake_env):
     """A RECORD-listed file replaced by a FIFO is reported, not opened for a writer that never comes."""
     import os

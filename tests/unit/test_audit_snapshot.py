@@ -98,6 +98,17 @@ def test_vanished_interpreter_of_a_script_is_noticed(env):
     assert not any("does not exist" in n for d in data["distributions"] for n in d["notes"])
 
 
+def test_snapshot_of_other_audit_code_is_not_replayed(env):
+    """The controller sends the digest of the audit's code: a snapshot that code of another
+    digest made (which may judge differently) is audited again, then replayed under the new one."""
+    prefix, _, first = env
+    again, _ = run_section(prefix, code="0123456789abcdef")
+    assert not again["stats"]["snapshot"].startswith(REPLAYED) and again["stats"]["hashed"] == 0  # the stat cache still holds
+    replayed, _ = run_section(prefix, code="0123456789abcdef")
+    assert replayed["stats"]["snapshot"].startswith(REPLAYED)
+    assert replayed["distributions"] == first["distributions"]
+
+
 def test_full_never_replays(env):
     prefix, _, first = env
     data, _ = run_section(prefix, full=True)
