@@ -261,9 +261,16 @@ def _check_environment(env: Environment, env_key: tuple[tuple[str, str | None], 
         else:
             package_set[dist.key] = parsed
     markers = env.markers
+    wants_of = {key: _wants(parsed, markers, env_key) for key, parsed in package_set.items()}
+    required_by: dict[str, set[str]] = {}  # name -> the distributions that require it (no extra)
+    asked: set[tuple[str, str]] = set()  # (name, extra) that an installed distribution requires
+    for key, wants in wants_of.items():
+        for name, req in wants.always:
+            required_by.setdefault(name, set()).add(key)
+            asked.update((name, canonicalize_name(extra)) for extra in req.extras)
     for key, parsed in package_set.items():
         who, who_version = key, str(parsed.version)
-        wants = _wants(parsed, markers, env_key)
+        wants = wants_of[key]
         for name, req in wants.always:
             have = package_set.get(name)
             if have is None:
@@ -271,7 +278,7 @@ def _check_environment(env: Environment, env_key: tuple[tuple[str, str | None], 
             elif not _contains(req, have.version):
                 result.conflicts.append(Unmet(who, who_version, req, str(have.version)))
         if wants.by_extra:
-            result.extras += _extras_in_use(parsed, wants, package_set)
+            result.extras += _extras_in_use(parsed, wants, package_set, required_by, asked)
     return result
 
 
@@ -329,12 +336,21 @@ def _contains(req: Requirement, version: Version) -> bool:
     return verdict
 
 
-def _extras_in_use(parsed: _Parsed, wants: _Wants, package_set: Mapping[str, _Parsed]) -> list[Unmet]:
-    """An extra whose every package is installed is in use (pip check ignores extras nobody
-    asked for at install time): its version pins must hold too."""
+def _extras_in_use(parsed: _Parsed, wants: _Wants, package_set: Mapping[str, _Parsed],
+                   required_by: Mapping[str, set[str]], asked: set[tuple[str, str]]) -> list[Unmet]:
+    """Extras in use (pip check ignores extras nobody asked for at install time), whose
+    version pins must hold too: one that an installed distribution requires (``X[extra]``),
+    or one whose every package is installed and one of them for no other reason (nothing
+    else installed requires it). An extra whose packages are all there for other
+    distributions shows no use: old setuptools' ``certs`` extra pins certifi==2016.9.26,
+    and the certifi that requests needs says nothing of it."""
     unmet = []
+    who = parsed.dist.key
     for extra, wanted in wants.by_extra:
-        if any(canonicalize_name(r.name) not in package_set for r in wanted):
+        names = [canonicalize_name(r.name) for r in wanted]
+        if any(name not in package_set for name in names):
+            continue
+        if (who, extra) not in asked and all(required_by.get(name, set()) - {who} for name in names):
             continue
         for req in wanted:
             have = package_set[canonicalize_name(req.name)].version

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,6 +71,18 @@ def test_inventory_waivers_per_host_and_per_stage(run_cli, sshd, spec_venv, tmp_
     typo = run_cli("check", "plain", *common, "--skip", "packages.consistant")
     assert typo.exit_status == 2
     assert "no check named 'packages.consistant' to waive" in typo.stderr and "Traceback" not in typo.stderr
+
+
+def test_extra_whose_packages_are_there_for_others_agrees_with_pip_check(run_cli, sshd, tmp_path):
+    """setuptools 47.1.0 pins certifi==2016.9.26 under its `certs` extra; beside requests (which
+    needs a new certifi) pip check passes, and so does the check: no downgrade is asked for."""
+    venv = make_venv(tmp_path / "old setuptools", ["setuptools==47.1.0", "requests"])
+    oracle = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True)
+    assert oracle.returncode == 0, oracle.stdout
+    res = run_cli("check", "ct200", *ssh_args(sshd, venv), "--only", "packages.consistent", "-f", "json")
+    result = result_of(res.stdout, "packages.consistent")
+    assert result["status"] == "pass" and result["details"]["extras"] == [], result
+    assert res.exit_status == 0
 
 
 def test_extra_in_use_outside_its_pin_fails_apart_from_pip_check(run_cli, sshd, spec_venv):

@@ -177,6 +177,24 @@ def test_extra_in_use_must_be_satisfied_and_stays_apart_from_pip_check():
     assert result.details["pip_check"]["ok"] is True
 
 
+def test_extra_whose_packages_other_distributions_need_shows_no_use():
+    """setuptools 47 pins certifi==2016.9.26 under its `certs` extra; the certifi requests needs
+    is no sign of that extra in use. Asked for by name (`setuptools[certs]`) it is in use."""
+    setuptools = dist("setuptools", "47.1.0", 'certifi==2016.9.26; extra == "certs"',
+                      'wincertstore==0.2; sys_platform == "win32" and extra == "ssl"')
+    requests = dist("requests", "2.32.0", "certifi>=2017.4.17")
+    certifi = dist("certifi", "2026.10.19")
+    assert _consistency(setuptools, requests, certifi).ok
+    asking = dist("tool", "1.0", "setuptools[certs]")
+    assert [u.extra_line() for u in _consistency(setuptools, requests, certifi, asking).extras] == [
+        "setuptools 47.1.0 [certs] requires certifi==2016.9.26; 2026.10.19 is installed"]
+    # speculators' datagen extra: vllm beside it for no other reason is its use; vllm that
+    # another installed distribution needs is not.
+    spec = dist("speculators", "0.3.0", 'vllm==0.11.0; extra == "datagen"')
+    assert _consistency(spec, dist("vllm", "0.16.0")).extras
+    assert not _consistency(spec, dist("vllm", "0.16.0"), dist("server", "1.0", "vllm>=0.15")).extras
+
+
 def test_json_envelope_comes_first_and_cannot_be_overridden():
     """Every command's JSON starts with schema, envdoctor, command, exit_status; a body setting one fails loudly."""
     import json as json_module
