@@ -31,6 +31,13 @@ FIELD_CALLS = frozenset(["field", "dataclasses.field", "Field", "pydantic.Field"
 _EXEC_CALL = re.compile(rb"(?<![\w.])exec\(")
 
 
+def _setattr_on(module, data):
+    """Whether the source calls setattr on a name spelled as the module's own last part (the
+    module imported into itself, as numpy.dtypes does)."""
+    leaf = module.rsplit(".", 1)[-1].encode("ascii", "replace")
+    return re.search(rb"(?<![\w.])setattr\(\s*" + re.escape(leaf) + rb"\s*,", data) is not None
+
+
 def const_value(node):
     """(True, value) for a literal constant on every Python 3 version, else (False, None)."""
     if node is None:
@@ -198,9 +205,11 @@ class Summarizer(object):
         self.may_make_dataclass = data is None or b"dataclass" in data
         self.may_bind_globals = data is None or b"global " in data
         # Names made at run time (globals().update, setattr on the module, exec): what the
-        # source does not define may still exist.
+        # source does not define may still exist. numpy.dtypes imports itself and sets its
+        # DType classes with setattr(dtypes, ...), from compiled code that calls it.
         self.dynamic = data is not None and (b"globals()" in data or b"sys.modules[__name__]" in data
-                                             or _EXEC_CALL.search(data) is not None)
+                                             or _EXEC_CALL.search(data) is not None
+                                             or (b"setattr(" in data and _setattr_on(module, data)))
 
     def summarize(self, tree):
         names = {}

@@ -293,3 +293,23 @@ def test_the_pinned_vllm_in_another_venv_confirms_the_three_breaks(run_cli, sshd
     pair = next(p for p in result["details"]["pairs"] if p["provider"] == "vllm")
     assert pair["known_good"]["prefix"] == str(discovered_old_vllm) and pair["errors"] == 3
     assert "resolves against vllm 0.11.0" in result["message"]
+
+
+def test_names_a_module_sets_on_itself_at_import_are_not_missing(run_cli, tmp_path):
+    """numpy.dtypes gets its DType classes from setattr at import time: a consumer naming them
+    runs (the interpreter is the oracle) and drift finds no error in it."""
+    venv = make_venv(tmp_path / "np venv", ["numpy>=1.25"])
+    site = site_packages(venv)
+    (site / "cons").mkdir()
+    (site / "cons" / "__init__.py").write_text(
+        "import numpy as np\nSAFE = [np.dtypes.UInt32DType, np.dtypes.Float64DType]\n")
+    info = site / "cons-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cons\nVersion: 0.1\nRequires-Dist: numpy\n")
+    (info / "RECORD").write_text("cons/__init__.py,,\ncons-0.1.dist-info/METADATA,,\ncons-0.1.dist-info/RECORD,,\n")
+    subprocess.run([str(venv / "bin" / "python"), "-c", "import cons"], check=True)  # the oracle
+    status, doc = drift_json(run_cli, "local", "--venv", str(venv), "--drift", "cons", "--provider", "numpy",
+                             "--no-cache")
+    pair = next(p for p in doc["pairs"] if p["consumer"] == "cons" and p["provider"] == "numpy")
+    assert [f for f in pair["findings"] if f["severity"] == "error"] == [], pair
+    assert status == 0

@@ -112,6 +112,28 @@ def test_lazy_modules_are_unresolved_not_errors() -> None:
     assert [f.severity for f in analyse(lazy, "from prov import AutoTokenizer\n")] == [UNRESOLVED]
 
 
+def test_module_that_sets_names_on_itself_is_unresolved_not_an_error() -> None:
+    """numpy.dtypes imports itself and adds its DType classes with setattr (called from
+    compiled code): a name its source does not bind may exist. A module that calls setattr
+    on something else still answers for its names."""
+    numpy_like = {"prov.__init__": "", "prov.dtypes": """
+        __all__ = []
+        def _add_dtype_helper(DType, alias):
+            from prov import dtypes
+            setattr(dtypes, DType.__name__, DType)
+            __all__.append(DType.__name__)
+    """}
+    found = analyse(numpy_like, "import prov.dtypes\nSAFE = [prov.dtypes.UInt32DType]\n")
+    assert [f.severity for f in found] == [UNRESOLVED]
+    plain = {"prov.__init__": "", "prov.dtypes": """
+        class Box:
+            pass
+        def label(box):
+            setattr(box, "name", "x")
+    """}
+    assert severities(analyse(plain, "import prov.dtypes\nprov.dtypes.UInt32DType\n")) == [(2, ERROR)]
+
+
 def test_except_importerror_fallback_is_dead_when_the_try_import_resolves() -> None:
     """The fallback import only runs when the try import fails; a resolving try makes it dead."""
     provider = {"prov": "def new_api(x):\n    pass\n"}
