@@ -96,11 +96,32 @@ async def read_after_begin_mark(stream: asyncio.StreamReader, limit: int = MAX_O
     return kept.value()
 
 
+#: What a login shell other than sh may change inside a single-quoted word: csh and tcsh
+#: end it at a line end and expand ``!`` history; fish reads ``\\`` and ``\'`` as escapes.
+_NOT_FOR_EVERY_SHELL = re.compile(r"[\n\r!\\]")
+#: Characters that pass as themselves through every layer of login_shell_line's form: the
+#: login shell's single quotes, sh's double quotes and printf's format.
+_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -_./,:=+@#^~()[]{}<>|&;*?")
+
+
+def login_shell_line(command: str) -> str:
+    """``command`` (sh syntax) as a line that any login shell hands to sh unchanged: sshd runs
+    it with the user's shell, which may be tcsh or fish. A line with nothing they read
+    differently is itself; otherwise it becomes ``sh -c 'eval "$(printf "...")"'`` with every
+    other byte as a printf octal escape, so that the login shell sees no line end, no ``!``
+    and no backslash pair, and sh gets the exact bytes back."""
+    if not _NOT_FOR_EVERY_SHELL.search(command):
+        return command
+    escaped = "".join(chr(byte) if byte in _PLAIN else "\\%03o" % byte for byte in command.encode("utf-8"))
+    return "sh -c 'eval \"$(printf \"%s\")\"'" % escaped
+
+
 def _command_line(argv: Sequence[str], env: Mapping[str, str] | None) -> str:
     """The line the remote shell runs: the begin mark, then argv quoted (sshd accepts only
-    AcceptEnv variables, so the environment travels as `env K=V`)."""
+    AcceptEnv variables, so the environment travels as `env K=V`) in a form every login
+    shell passes on to sh (login_shell_line)."""
     words = ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
-    return with_begin_mark(shell_join(words))
+    return with_begin_mark(login_shell_line(shell_join(words)))
 
 
 class SSHTransport(Transport):
