@@ -54,11 +54,14 @@ async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, inst
     info = remedy.payload[PAYLOAD_KEY]
     prefix = info["prefix"]
     pip_version = info.get("pip_version") or ""
-    if not supports_report(pip_version):
-        have = f"pip {pip_version}" if pip_version else "no pip"
+    if not pip_version:
         return InstallOutcome(None, refused=(
-            f"{have} in {prefix} cannot show its install plan (pip install --dry-run --report needs pip >= 22.2), "
-            "so fix cannot tell what else it would change: check the command and run it by hand"))
+            f"{prefix} has no pip: add it ({remedy.argv[0]} -m ensurepip; on Debian and Ubuntu ensurepip "
+            "comes with the python3-venv package), then run fix again: it checks pip's plan before installing"))
+    if not supports_report(pip_version):
+        return InstallOutcome(None, refused=(
+            f"pip {pip_version} in {prefix} cannot show its install plan (pip install --dry-run --report needs "
+            "pip >= 22.2), so fix cannot tell what else it would change: check the command and run it by hand"))
     current = installed.setdefault(prefix, {p.key: p for p in info["installed"]})
     argv = dry_run_argv(remedy.argv)
     asked = f"plan: {shell_join(argv)}"

@@ -73,6 +73,20 @@ def test_old_pip_cannot_show_a_plan_so_the_install_is_by_hand(run_cli, venv_fact
     assert version_of(venv, "six") is None
 
 
+def test_venv_without_pip_is_told_how_to_get_it(run_cli, tmp_path):
+    """A venv made --without-pip: fix names ensurepip for that interpreter and installs nothing."""
+    import venv as venv_module
+
+    venv = tmp_path / "no pip venv"
+    venv_module.EnvBuilder(with_pip=False).create(venv)
+    status, host = fix(run_cli, venv, "--require", "six")
+    assert status == 1
+    (action,) = host["actions"]
+    assert action["by_hand"] is True
+    assert action["refused"].startswith(f"{venv} has no pip: add it ({venv}/bin/python -m ensurepip")
+    assert version_of(venv, "six") is None
+
+
 @pytest.fixture(scope="module")
 def transformers_venv(tmp_path_factory) -> Path:
     """A venv with transformers and the tokenizers version it requires."""
