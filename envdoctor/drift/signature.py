@@ -128,6 +128,13 @@ def constructor(resolver: Resolver, target: Target) -> Callee:
             return Callee(init.signature, cls.module, defs[0]["line"], f"{cls.name}.__init__", drop_first=True,
                           unknown=init.unknown)
         if dataclass_kw is not None and dataclass_kw.get("init", True) is not False:
+            # A metaclass sees the __init__ the decorator writes go onto the class, and may wrap
+            # it: transformers' ModelOutput renames past_key_values= to cache= that way.
+            meta = next((c for c in classes if c.kind == "class" and c.binding.get("meta")), None)
+            if meta is not None:
+                return Callee(None, cls.module, cls.binding["line"], where,
+                              unknown=f"{meta.name} has a metaclass or class keywords, which may change the "
+                                      f"__init__ the dataclass decorator writes for {cls.name}")
             return Callee(dataclass_signature(resolver, classes[index:]), cls.module, cls.binding["line"],
                           f"dataclass {cls.name}")
         if "__new__" in body:

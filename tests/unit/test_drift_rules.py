@@ -134,6 +134,28 @@ def test_module_that_sets_names_on_itself_is_unresolved_not_an_error() -> None:
     assert severities(analyse(plain, "import prov.dtypes\nprov.dtypes.UInt32DType\n")) == [(2, ERROR)]
 
 
+def test_dataclass_under_a_metaclass_has_no_known_constructor() -> None:
+    """transformers' ModelOutput has a metaclass that wraps the __init__ @dataclass writes, so
+    CausalLMOutputWithPast(past_key_values=...) runs (the keyword becomes cache=): no error.
+    The same dataclass without the metaclass refuses the keyword."""
+    provider = """
+        from dataclasses import dataclass
+        class Meta(type):
+            def __setattr__(cls, name, value):
+                super().__setattr__(name, value)
+        class Output(dict, metaclass=Meta):
+            pass
+        @dataclass
+        class CausalOut(Output):
+            loss: float = None
+            cache: object = None
+    """
+    consumer = "from prov import CausalOut\nCausalOut(loss=1.0, past_key_values=2)\n"
+    assert [f.severity for f in analyse({"prov": provider}, consumer)] == [UNRESOLVED]
+    plain = provider.replace("class Output(dict, metaclass=Meta):", "class Output(dict):")
+    assert severities(analyse({"prov": plain}, consumer)) == [(2, ERROR)]
+
+
 def test_except_importerror_fallback_is_dead_when_the_try_import_resolves() -> None:
     """The fallback import only runs when the try import fails; a resolving try makes it dead."""
     provider = {"prov": "def new_api(x):\n    pass\n"}
