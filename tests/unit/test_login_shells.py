@@ -41,6 +41,18 @@ def test_arguments_and_environment_arrive_byte_exact(shell):
 
 
 @pytest.mark.parametrize("shell", SHELLS)
+def test_a_line_sent_as_it_is_arrives_byte_exact(shell):
+    """What is not wrapped (no line end, !, backslash) every shell reads as sh does."""
+    path = shell_or_skip(shell)
+    plain = ["ünï ✓", "$HOME", "`id`", "it's", "100%d", "#x", "~/x", "*?[a]", "{a,b}", "a;b|c&d", ""]
+    line = _command_line([sys.executable, "-c", "import json,sys;print(json.dumps(sys.argv[1:]))", *plain], None)
+    assert "printf" not in line
+    proc = subprocess.run([path, "-c", line], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.decode("utf-8").splitlines()[-1]) == plain
+
+
+@pytest.mark.parametrize("shell", SHELLS)
 def test_the_probe_runs_under_every_login_shell(shell):
     """The probe's wrapper and bootstrap span lines: under tcsh they once ended in "Unmatched '"."""
     path = shell_or_skip(shell)
