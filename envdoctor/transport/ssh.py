@@ -99,11 +99,16 @@ async def read_after_begin_mark(stream: asyncio.StreamReader, limit: int = MAX_O
 #: What a login shell other than sh may change inside a single-quoted word: csh and tcsh
 #: end it at a line end and expand ``!`` history; fish reads ``\\`` and ``\'`` as escapes.
 _NOT_FOR_EVERY_SHELL = re.compile(r"[\n\r!\\]")
-#: Characters that pass as themselves through every layer of login_shell_line's form: the
-#: login shell's single quotes, sh's double quotes and printf's format.
-_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -_./,:=+@#^~()[]{}<>|&;*?")
+#: Runs of characters that do not pass as themselves through every layer of login_shell_line's
+#: form (the login shell's single quotes, sh's double quotes, printf's format).
+_NOT_PLAIN = re.compile(r"[^A-Za-z0-9 \-_./,:=+@#^~()\[\]{}<>|&;*?]+")
 
 
+def _octal(match: re.Match[str]) -> str:
+    return "".join("\\%03o" % byte for byte in match.group().encode("utf-8"))
+
+
+@functools.lru_cache(maxsize=256)  # the same probe command goes to every host of a fleet
 def login_shell_line(command: str) -> str:
     """``command`` (sh syntax) as a line that any login shell hands to sh unchanged: sshd runs
     it with the user's shell, which may be tcsh or fish. A line with nothing they read
@@ -112,8 +117,7 @@ def login_shell_line(command: str) -> str:
     and no backslash pair, and sh gets the exact bytes back."""
     if not _NOT_FOR_EVERY_SHELL.search(command):
         return command
-    escaped = "".join(chr(byte) if byte in _PLAIN else "\\%03o" % byte for byte in command.encode("utf-8"))
-    return "sh -c 'eval \"$(printf \"%s\")\"'" % escaped
+    return "sh -c 'eval \"$(printf \"%s\")\"'" % _NOT_PLAIN.sub(_octal, command)
 
 
 def _command_line(argv: Sequence[str], env: Mapping[str, str] | None) -> str:
