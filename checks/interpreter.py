@@ -94,6 +94,10 @@ def pip_path(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
     python = target_python(ctx)
     remedy = Remedy(summary=f"call {shlex.quote(python)} -m pip, never a bare `pip` (envdoctor's remedies do)", automatic=False)
+    if "pip" not in env.installed:  # a venv made by uv, or with --without-pip
+        remedy = Remedy(summary=f"{env.prefix} has no pip of its own: add it ({shlex.quote(python)} -m ensurepip) and "
+                                f"call {shlex.quote(python)} -m pip, or install with `uv pip install --python "
+                                f"{shlex.quote(python)}`; never a bare `pip`", automatic=False)
     on_path = ctx.facts.on_path
     pip = on_path.get("pip") or on_path.get("pip3")
     python3 = on_path.get("python3")

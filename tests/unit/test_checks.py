@@ -80,7 +80,7 @@ def test_default_interpreter_lacking_packages_points_to_a_venv_that_has_them():
 
 def test_pip_trap_warns_when_pip_belongs_to_another_interpreter():
     """`pip` on PATH that belongs to the system python is a warning with the absolute-pip advice."""
-    venv = env("/root/venv")
+    venv = env("/root/venv", dist("pip", "25.0", site="/root/venv/lib/python3.11/site-packages"))
     on_path = {
         "python3": ProgramOnPath("/usr/bin/python3", "/usr/bin/python3.10"),
         "pip": ProgramOnPath("/usr/bin/pip", "/usr/bin/pip", "/usr/bin/python3"),
@@ -88,7 +88,11 @@ def test_pip_trap_warns_when_pip_belongs_to_another_interpreter():
     result = evaluate(HostSpec("h", None, venv="/root/venv"), facts(venv, on_path=on_path))["python.pip-path"]
     assert result.status is Status.WARN
     assert "/usr/bin/pip" in result.message
-    assert "/root/venv/bin/python -m pip" in result.remedy.summary
+    assert result.remedy.summary.startswith("call /root/venv/bin/python -m pip, never a bare `pip`")
+    # A venv without pip of its own (uv makes them so): that advice alone would fail.
+    bare = evaluate(HostSpec("h", None, venv="/root/venv"), facts(env("/root/venv"), on_path=on_path))["python.pip-path"]
+    assert bare.remedy.summary.startswith("/root/venv has no pip of its own: add it (/root/venv/bin/python -m ensurepip)")
+    assert "uv pip install --python /root/venv/bin/python" in bare.remedy.summary
 
     inside = {
         "python3": ProgramOnPath("/root/venv/bin/python3", "/usr/bin/python3.10"),
@@ -117,7 +121,9 @@ def test_advice_quotes_paths_a_person_would_paste_into_a_shell():
     assert missing.status is Status.FAIL
     assert "python3 -m venv '/srv/job venv;rm -rf x')" in missing.remedy.summary
 
-    venv = env(venv_path)
+    venv = env(venv_path, dist("pip", "25.0", site=f"{venv_path}/lib/python3.11/site-packages"))
     on_path = {"pip": ProgramOnPath("/usr/bin/pip", "/usr/bin/pip", "/usr/bin/python3")}
     warned = evaluate(HostSpec("h", None, venv=venv_path), facts(venv, on_path=on_path))["python.pip-path"]
     assert warned.remedy.summary.startswith("call '/srv/job venv;rm -rf x/bin/python' -m pip")
+    bare = evaluate(HostSpec("h", None, venv=venv_path), facts(env(venv_path), on_path=on_path))["python.pip-path"]
+    assert "('/srv/job venv;rm -rf x/bin/python' -m ensurepip)" in bare.remedy.summary
