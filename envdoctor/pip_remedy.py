@@ -55,9 +55,11 @@ async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, inst
     prefix = info["prefix"]
     pip_version = info.get("pip_version") or ""
     if not pip_version:
+        python = shell_join(remedy.argv[:1])
         return InstallOutcome(None, refused=(
-            f"{prefix} has no pip: add it ({remedy.argv[0]} -m ensurepip; on Debian and Ubuntu ensurepip "
-            "comes with the python3-venv package), then run fix again: it checks pip's plan before installing"))
+            f"{prefix} has no pip: add it ({python} -m ensurepip; on Debian and Ubuntu ensurepip comes with the "
+            "python3-venv package), then run fix again: it checks pip's plan before installing (a venv uv made "
+            f"can instead take `uv pip install --python {python} ...` by hand)"))
     if not supports_report(pip_version):
         return InstallOutcome(None, refused=(
             f"pip {pip_version} in {prefix} cannot show its install plan (pip install --dry-run --report needs "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -83,7 +84,8 @@ def test_venv_without_pip_is_told_how_to_get_it(run_cli, tmp_path):
     assert status == 1
     (action,) = host["actions"]
     assert action["by_hand"] is True
-    assert action["refused"].startswith(f"{venv} has no pip: add it ({venv}/bin/python -m ensurepip")
+    python = shlex.quote(f"{venv}/bin/python")  # pasted into a shell as shown, it runs that interpreter
+    assert action["refused"].startswith(f"{venv} has no pip: add it ({python} -m ensurepip")
     assert version_of(venv, "six") is None
 
 
