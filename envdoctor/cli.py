@@ -154,6 +154,14 @@ class Selection:
     graph: CheckGraph
 
 
+def check_ssh_config(path: str) -> None:
+    """--ssh-config names a file ssh -F can read: /dev/null too (`ssh -F /dev/null`: no config at all)."""
+    if not Path(path).exists():
+        raise UsageError(f"SSH config {path} does not exist")
+    if Path(path).is_dir():
+        raise UsageError(f"SSH config {path} is a folder", hint="give the config file itself, like ssh -F")
+
+
 def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings(), *, runs_checks: bool = True,
                  **opts: Any) -> Selection:
     """The hosts, settings and check graph of a command. A command that runs no checks
@@ -164,6 +172,11 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     venv = opts["venv"]
     if venv is not None and not venv.startswith("/") and not venv.startswith("~"):
         raise UsageError(f"--venv {venv!r} must be an absolute path on the host", hint="e.g. --venv /root/venv_sglang211")
+    for model in opts["models"]:
+        if not model.strip():  # (the probe would look in the login folder)
+            raise UsageError(f"--model {model!r} names no directory", hint="e.g. --model /root/models/Kimi-K2.6")
+    if any(not name.strip() for name in opts.get("scan", ())):
+        raise UsageError("--scan '' names no distribution", hint="e.g. --scan lm_eval")
     overrides = Overrides(
         venv=venv,
         requires=tuple(parse_requirement(r, where="--require") for r in opts["requires"]),
@@ -175,8 +188,8 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
         draft=bool(opts.get("draft")),
     )
     ssh_config = (opts["ssh_config"],) if opts["ssh_config"] else ()
-    if ssh_config and not Path(ssh_config[0]).is_file():
-        raise UsageError(f"SSH config {ssh_config[0]} does not exist")
+    if ssh_config:
+        check_ssh_config(ssh_config[0])
     specs = resolve_hosts(hosts, inventory, overrides, ssh_config_files=ssh_config)
     active = os.environ.get("VIRTUAL_ENV", "")
     if active.startswith("/"):  # the user's active virtualenv is their choice for this machine
@@ -466,8 +479,8 @@ def hosts_command(hosts: tuple[str, ...], config_path: str | None, ssh_config: s
     """
     from envdoctor.hosts_cmd import hosts_report
 
-    if ssh_config and not Path(ssh_config).is_file():
-        raise UsageError(f"SSH config {ssh_config} does not exist")
+    if ssh_config:
+        check_ssh_config(ssh_config)
     options = SSHOptions(config_files=(ssh_config,) if ssh_config else ())
     text, status = hosts_report(hosts, load_inventory(config_path), options, fmt)
     emit(text, output, "all resolved" if status == EXIT_OK else "some destinations could not be resolved",
@@ -515,6 +528,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> Non
     for path in paths:
         if not Path(path).exists():
             raise UsageError(f"{path} does not exist", hint="give a Python file or a folder to scan")
+        if not (Path(path).is_file() or Path(path).is_dir()):
+            raise UsageError(f"{path} is neither a file nor a folder", hint="give a Python file or a folder to scan")
     scanner = TrustRemoteCodeScanner(jobs=jobs)
     scans = [(Path(p), scanner.scan([p])) for p in paths]
     for root, report in scans:

@@ -168,7 +168,8 @@ def load_inventory(path: str | os.PathLike[str] | None = None) -> Inventory:
     else:
         config_path = Path(path)
         if not config_path.is_file():
-            raise ConfigError(f"config file {config_path} does not exist")
+            raise ConfigError(f"config file {config_path} " + ("is not a regular file" if config_path.exists()
+                                                               else "does not exist"))
     # Refused when another user could have written it: it can grant trust_remote_code.
     raw = read_trusted_file(config_path, "config file")
     import tomllib  # (only when there is a config file)
@@ -199,6 +200,8 @@ def _check_table(table: Any, keys: Mapping[str, type | tuple[type, ...]], where:
             raise ConfigError(f"{where}.{key} must be a int, not bool")
         if isinstance(value, list) and key not in _MIXED_LISTS and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}.{key} must be a list of strings")
+        if isinstance(value, list) and key not in _MIXED_LISTS and not all(v.strip() for v in value):
+            raise ConfigError(f"{where}.{key} has an empty string", hint="remove it, or name what it stands for")
     return table
 
 

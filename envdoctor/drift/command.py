@@ -63,6 +63,9 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
             if entry is None:
                 raise UsageError(f"stage {stage_name!r} runs neither `-m module` nor a .py script",
                                  hint="use --entry MODULE|SCRIPT, or no entry to check every consumer file")
+        for option, names in (("--drift", consumers), ("--provider", providers)):
+            if any(not name.strip() for name in names):
+                raise UsageError(f"{option} '' names no distribution", hint=f"e.g. {option} vllm")
         relative = [b for b in baselines if not b.startswith("/")]
         if relative:
             raise UsageError(f"--baseline {relative[0]!r} is not an absolute path",

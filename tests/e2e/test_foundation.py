@@ -158,6 +158,13 @@ def test_home_ssh_config_alias_and_inventory_group(run_cli, sshd, bare_venv, tmp
         (["check", "--require", "tiktoken>>1"], {}, "not a valid requirement"),
         (["check", "--venv", "relative/path"], {}, "must be an absolute path"),
         (["check", "--config", "missing.toml"], {}, "does not exist"),
+        (["check", "--config", "/dev/null"], {}, "config file /dev/null is not a regular file"),
+        (["check", "--model", ""], {}, "--model '' names no directory"),  # (else: the login folder)
+        (["check", "--config", "empty.toml"], {"empty.toml": "[hosts.a]\nmodels = ['']"}, "has an empty string"),
+        (["check", "--scan", " "], {}, "--scan '' names no distribution"),
+        (["drift", "--provider", ""], {}, "--provider '' names no distribution"),
+        (["scan", "/dev/null"], {}, "/dev/null is neither a file nor a folder"),
+        (["hosts", "a", "--ssh-config", "missing_config"], {}, "SSH config missing_config does not exist"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(run_cli, tmp_path, args, files, expected):
@@ -171,3 +178,14 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, tmp_path, args, files, expect
     assert expected in res.stderr
     assert "Traceback" not in res.stderr
     assert res.stderr.splitlines()[0].startswith("envdoctor: error:")
+
+
+def test_ssh_config_dev_null_reads_no_config_as_ssh_f_does(run_cli, tmp_path):
+    """`ssh -F /dev/null` is the idiom for "no config at all": --ssh-config takes it too."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text("Host gx\n  HostName 10.9.9.9\n  Port 2222\n")
+    res = run_cli("hosts", "gx", "--ssh-config", "/dev/null", "--format", "json", env={"HOME": str(home)})
+    assert res.exit_status == 0, res.stderr
+    (host,) = json.loads(res.stdout)["hosts"]
+    assert (host["hostname"], host["port"]) == ("gx", 22)
