@@ -216,6 +216,10 @@ def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
     for name, raw in hosts_raw.items():
         where = f"{path}: hosts.{name}"
         table = _check_table(raw, HOST_KEYS, where)
+        venv = table.get("venv")
+        if venv is not None and not venv.startswith(("/", "~")):
+            raise ConfigError(f"{where}.venv {venv!r} must be an absolute path on the host",
+                              hint='e.g. venv = "/root/venv_sglang211" (or "~/venv")')
         destination = table.get("ssh", name)
         hosts[name] = HostSpec(
             name=name,
@@ -242,8 +246,8 @@ def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
     for name, raw in (data.get("stages") or {}).items():
         where = f"{path}: stages.{name}"
         table = _check_table(raw, STAGE_KEYS, where)
-        if "command" not in table:
-            raise ConfigError(f"{where} needs a command")
+        if not table.get("command", "").strip():
+            raise ConfigError(f"{where} needs a command", hint='e.g. command = "{python} -m speculators.train ..."')
         stages[name] = Stage(name, table.get("host", ""), tuple(table.get("requires", [])), table["command"],
                              parse_waivers(table.get("skip", []), where=f"{where}.skip",
                                            default_reason=f"waived for stage {name} in {path}"))
