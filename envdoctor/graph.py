@@ -10,6 +10,7 @@ from __future__ import annotations
 import graphlib
 import importlib
 import importlib.util
+import os
 import pkgutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -208,6 +209,15 @@ def load_module_file(path: Path, prefix: str) -> ModuleType:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: {exc.msg}") from None
+    except Exception as exc:  # the file's own code failed while it was loaded: its fault, said in one line
+        import traceback
+
+        del sys.modules[name]
+        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__))
+                     if os.path.abspath(f.filename) == os.path.abspath(path)), None)
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(f"{where}: loading it raised {type(exc).__name__}: {exc}",
+                          hint="fix the file, or leave it out (run it with python to see the whole traceback)") from None
     return module
 
 

@@ -165,6 +165,8 @@ def test_home_ssh_config_alias_and_inventory_group(run_cli, sshd, bare_venv, tmp
         (["drift", "--provider", ""], {}, "--provider '' names no distribution"),
         (["scan", "/dev/null"], {}, "/dev/null is neither a file nor a folder"),
         (["hosts", "a", "--ssh-config", "missing_config"], {}, "SSH config missing_config does not exist"),
+        (["check", "--checks", "boom.py"], {"boom.py": "x = 1\nraise RuntimeError('boom')\n"},
+         "boom.py:2: loading it raised RuntimeError: boom"),
         (["check", "a", "--config", "rel.toml"], {"rel.toml": "[hosts.a]\nssh = 'local'\nvenv = 'rel/v'"},
          "hosts.a.venv 'rel/v' must be an absolute path on the host"),
         (["run", "a", "s", "--config", "cmd.toml"], {"cmd.toml": "[hosts.a]\nssh = 'local'\n[stages.s]\nhost = 'a'\n"
