@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,7 +124,8 @@ def test_venv_python_symlink_is_not_followed_to_its_base(tmp_path: Path):
     """A venv's bin/python links to the base interpreter; it is still reported as the venv's."""
     link = tmp_path / "venv" / "bin" / "python3"
     link.parent.mkdir(parents=True)
-    link.symlink_to(shutil.which("python3") or "/usr/bin/python3")
+    # The interpreter binary itself: `python3` on PATH may be a pyenv shim (a script).
+    link.symlink_to(os.path.realpath(sys.executable))
     assert describe_program(str(link))["resolved"] == str(link)
 
 
