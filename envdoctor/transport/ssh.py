@@ -526,15 +526,36 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
     if tunnel is not None:
         kwargs["tunnel"] = tunnel
     elif host.proxy_command:
-        kwargs["proxy_command"] = ["/bin/sh", "-c", "exec " + _proxy_command(host)]
+        kwargs["proxy_command"] = proxy_command_argv(host)
     _local_user()
     return kwargs
 
 
-def _proxy_command(host: ResolvedHost) -> str:
-    """ProxyCommand with ssh's tokens for it (%h %p %r %n %%)."""
-    tokens = {"h": host.hostname, "p": str(host.port), "r": host.user, "n": host.host, "%": "%"}
-    return re.sub(r"%(.)", lambda m: tokens.get(m[1], m[0]), host.proxy_command or "")
+def proxy_command_argv(host: ResolvedHost, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """ProxyCommand run as ssh runs it (sshconnect.c): ``exec `` before the command, its tokens
+    expanded, and the whole given to the user's shell (``$SHELL -c``, ``/bin/sh`` when SHELL is
+    unset or empty): a command written in fish or zsh syntax works as it does with ssh.
+
+    A token ssh does not know (or a lone ``%`` at the end) makes ssh refuse to connect
+    ("percent_expand: unknown key %z"); so does this. ``ProxyCommand -`` (the connection on
+    ssh's own standard input and output) has no meaning for envdoctor: refused too."""
+    command = host.proxy_command or ""
+    if command.strip() == "-":
+        raise ConfigError(f"{host.host}: ProxyCommand - (the connection on ssh's standard input and output) "
+                          "cannot be used by envdoctor", hint="use a ProxyCommand that connects, or ProxyJump")
+    # %k: HostKeyAlias when set, else the name given (as for known_hosts).
+    tokens = {"%": "%", "h": host.hostname, "k": host.host_key_alias or host.host, "n": host.host,
+              "p": str(host.port), "r": host.user}
+
+    def token(found: re.Match[str]) -> str:
+        if found[1] not in tokens:
+            shown = f"%{found[1]}" if found[1] else "a lone '%' at its end"
+            raise ConfigError(f"{host.host}: ProxyCommand {command!r}: unknown token {shown} (ssh refuses it; "
+                              "ProxyCommand knows %%, %h, %k, %n, %p and %r)")
+        return tokens[found[1]]
+
+    expanded = re.sub(r"%(.?)", token, "exec " + command, flags=re.DOTALL)
+    return [environ.get("SHELL") or "/bin/sh", "-c", expanded]
 
 
 def _check_host_ip(conn: asyncssh.SSHClientConnection, host: ResolvedHost, presented: asyncssh.SSHKey | None,

@@ -10,9 +10,11 @@ StrictHostKeyChecking yes, so a connection to the other server is refused. Real 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -65,9 +67,10 @@ def ssh_connects(config: Path, dest: str, *options: str) -> bool:
     return proc.returncode == 0
 
 
-def reachable(run_cli, config: Path, dest: str, *args: str) -> tuple[dict, str]:
+def reachable(run_cli, config: Path, dest: str, *args: str, env: dict[str, str] | None = None) -> tuple[dict, str]:
     """host.reachable of one envdoctor check, and its stderr."""
-    res = run_cli("check", dest, "--ssh-config", str(config), "--only", "host.reachable", "--format", "json", *args)
+    res = run_cli("check", dest, "--ssh-config", str(config), "--only", "host.reachable", "--format", "json", *args,
+                  env=env)
     assert res.exit_status in (0, 1), res.stderr
     return results_by_id(json.loads(res.stdout)["hosts"][0])["host.reachable"], res.stderr
 
@@ -435,3 +438,62 @@ def test_client_key_is_offered_only_as_ssh_offers_it(run_cli, sshd, env, line, l
     assert (result["status"] == "pass") is logs_in, (result, stderr)
     if not logs_in:
         assert result["details"]["kind"] != "host-key", result
+
+
+#: A ProxyCommand helper: records its arguments (one a line), then relays stdin/stdout to host:port.
+PROXY_RELAY = r'''import os, socket, sys, threading
+host, port, record = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with open(record, "w") as out:
+    out.write("\n".join(sys.argv[4:]) + "\n")
+sock = socket.create_connection((host, port))
+def upstream():
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            sock.shutdown(socket.SHUT_WR)
+            return
+        sock.sendall(data)
+threading.Thread(target=upstream, daemon=True).start()
+while True:
+    data = sock.recv(65536)
+    if not data:
+        break
+    os.write(1, data)
+'''
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "/usr/bin/zsh"])
+def test_proxy_command_runs_as_ssh_runs_it(run_cli, sshd, env, shell):
+    """ProxyCommand: the same tokens (%h %p %r %n %k %%) and the same shell ($SHELL, not
+    /bin/sh) as real ssh, which is the oracle; both reach the server through the relay."""
+    if not Path(shell).exists():
+        pytest.skip(f"{shell} is not installed")
+    Path(env["kh"]).write_text(f"myalias {host_key(sshd)}\n")
+    relay = Path(env["d"]) / "relay.py"
+    relay.write_text(PROXY_RELAY)
+    seen = {who: Path(env["d"]) / f"seen-{who}" for who in ("ssh", "envdoctor")}
+    # "${ZSH_VERSION:-none}" is expanded by the shell that runs the command: it tells which one did.
+    body = ("Host px\n  HostName 127.0.0.1\n  Port {A}\n  HostKeyAlias myalias\n"
+            f"  ProxyCommand {sys.executable} {relay} %h %p {{d}}/seen-$WHO %r %n %k 100%% "
+            '"${{ZSH_VERSION:-none}}"\n')
+    config = write_config(env, body)
+    shell_env = {"SHELL": shell, "WHO": "ssh"}
+    proc = subprocess.run(["ssh", "-F", str(config), "px", "true"], capture_output=True, stdin=subprocess.DEVNULL,
+                          timeout=60, env={**os.environ, **shell_env})
+    assert proc.returncode == 0, proc.stderr
+    result, stderr = reachable(run_cli, config, "px", env={**shell_env, "WHO": "envdoctor"})
+    assert result["status"] == "pass", (result, stderr)
+    expected = seen["ssh"].read_text().splitlines()
+    assert expected[:4] == [sshd.user, "px", "myalias", "100%"]
+    assert (expected[4] == "none") is (shell == "/bin/sh")  # zsh ran it under $SHELL=zsh
+    assert seen["envdoctor"].read_text().splitlines() == expected
+
+
+def test_proxy_command_with_an_unknown_token_is_refused_as_ssh_refuses_it(run_cli, env):
+    """ssh stops at a token it does not know (%z) in ProxyCommand; so does envdoctor, naming it."""
+    config = write_config(env, "Host pz\n  HostName 127.0.0.1\n  ProxyCommand nc %h %z\n")
+    proc = subprocess.run(["ssh", "-F", str(config), "pz", "true"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert proc.returncode == 255 and "unknown key %z" in proc.stderr
+    result, _ = reachable(run_cli, config, "pz")
+    assert result["status"] != "pass" and "unknown token %z" in result["message"], result
