@@ -519,6 +519,8 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         kwargs["signature_algs"] = signing
     else:
         kwargs["public_key_auth"] = False
+    if host.identity_agent is not None:
+        kwargs["agent_path"] = agent_socket(host.identity_agent)
     if host.host_key_alias:
         kwargs["host_key_alias"] = host.host_key_alias
     if host.identities_only:
@@ -529,6 +531,19 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         kwargs["proxy_command"] = proxy_command_argv(host)
     _local_user()
     return kwargs
+
+
+def agent_socket(setting: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The agent socket IdentityAgent names, as ssh reads it (ssh.c): ``none`` is no agent,
+    ``SSH_AUTH_SOCK`` the environment's, ``$VAR`` (no braces) the socket that variable names
+    (no agent when it is unset), anything else the path itself (already expanded)."""
+    if setting == "none":
+        return None
+    if setting == "SSH_AUTH_SOCK":
+        return environ.get("SSH_AUTH_SOCK") or None
+    if setting.startswith("$") and not setting.startswith("${"):
+        return environ.get(setting[1:]) or None
+    return setting
 
 
 def proxy_command_argv(host: ResolvedHost, environ: Mapping[str, str] = os.environ) -> list[str]:

@@ -496,6 +496,9 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
     global_known = tuple(get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS))  # type: ignore[call-overload]  # a tuple
     timeout = get("connecttimeout", None)
     check_expansions(values, context)
+    agent, agent_where = values.get("expand:identityagent", (None, ""))
+    if agent is not None and agent != "none":
+        agent = expand_path(str(agent), context, agent_where)  # as ssh -G prints it
     if jump:
         last = parse_jump(jump.rsplit(",", 1)[-1])  # ssh refuses a last hop that is the destination itself
         if last.host == hostname and (last.port or 22) == port and (last.user or user) == user:
@@ -508,6 +511,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         user_known_hosts_files=user_known, global_known_hosts_files=global_known,
         strict_host_key_checking=str(get("stricthostkeychecking", "ask")),
         host_key_alias=str(alias) if alias else None, check_host_ip=bool(get("checkhostip", False)),
+        identity_agent=str(agent) if agent is not None else None,
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
         ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]

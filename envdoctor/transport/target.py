@@ -82,6 +82,9 @@ class ResolvedHost:
     strict_host_key_checking: str = "ask"
     host_key_alias: str | None = None
     check_host_ip: bool = False
+    #: IdentityAgent as ``ssh -G`` prints it (expanded): a socket path, ``none``, ``SSH_AUTH_SOCK``
+    #: or ``$VAR``; None when not set (the environment's SSH_AUTH_SOCK, as for ssh).
+    identity_agent: str | None = None
     connect_timeout: float | None = None
     #: The ciphers ssh would offer, in its order (``Ciphers`` assembled); None: OpenSSH's defaults.
     ciphers: tuple[str, ...] | None = None

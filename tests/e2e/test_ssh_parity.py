@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -497,3 +498,62 @@ def test_proxy_command_with_an_unknown_token_is_refused_as_ssh_refuses_it(run_cl
     assert proc.returncode == 255 and "unknown key %z" in proc.stderr
     result, _ = reachable(run_cli, config, "pz")
     assert result["status"] != "pass" and "unknown token %z" in result["message"], result
+
+
+@pytest.fixture(scope="module")
+def agent(sshd: SSHServer) -> Iterator[str]:
+    """An ssh-agent holding the test sshd's client key, on a short socket path ending in
+    ``-127.0.0.1.sock`` (so that ``%h`` can name it)."""
+    if not (shutil.which("ssh-agent") and shutil.which("ssh-add")):
+        pytest.skip("ssh-agent is not installed")
+    folder = Path(tempfile.mkdtemp(prefix="eda-", dir="/tmp"))
+    socket_path = folder / "agent-127.0.0.1.sock"
+    proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if socket_path.exists():
+                break
+            time.sleep(0.05)
+        subprocess.run(["ssh-add", "-q", str(sshd.client_key)], check=True, env={**os.environ, "SSH_AUTH_SOCK": str(socket_path)},
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        yield str(socket_path)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+AGENT_CASES = [
+    # (case id, IdentityAgent line or "", the environment's SSH_AUTH_SOCK: the agent or nothing)
+    ("agent-path", "IdentityAgent {agent}", None),
+    ("agent-path-with-token", "IdentityAgent {agent_dir}/agent-%h.sock", None),
+    ("agent-none-beats-the-environment", "IdentityAgent none", "agent"),
+    ("agent-from-SSH_AUTH_SOCK", "IdentityAgent SSH_AUTH_SOCK", "agent"),
+    ("agent-from-a-variable", "IdentityAgent $MY_AGENT", None),
+    ("agent-from-an-unset-variable", "IdentityAgent $NO_SUCH_AGENT_VAR", "agent"),
+    ("agent-from-braced-variable", "IdentityAgent ${{MY_AGENT}}", None),
+    ("no-identityagent-uses-the-environment", "", "agent"),
+    ("no-identityagent-no-environment", "", None),
+]
+
+
+@pytest.mark.parametrize(("line", "auth_sock"), [c[1:] for c in AGENT_CASES], ids=[c[0] for c in AGENT_CASES])
+def test_identity_agent_is_the_one_ssh_uses(run_cli, sshd, env, agent, line, auth_sock):
+    """IdentityAgent decides which agent (if any) signs, as with ssh: only the agent holds the
+    key here (the IdentityFile does not exist), so each login succeeds exactly where ssh's does."""
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    values = {**env, "agent": agent, "agent_dir": str(Path(agent).parent)}
+    config = Path(env["d"]) / "ssh_config"
+    config.write_text(("Host ag\n  HostName 127.0.0.1\n  Port {A}\n  User {user}\n  IdentityFile {d}/keys/absent\n"
+                       f"  {line}\n  UserKnownHostsFile {{kh}}\n  StrictHostKeyChecking yes\n  BatchMode yes\n")
+                      .format(**values))
+    environ = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+    environ["MY_AGENT"] = agent
+    if auth_sock:
+        environ["SSH_AUTH_SOCK"] = agent
+    oracle = subprocess.run(["ssh", "-F", str(config), "ag", "true"], capture_output=True, stdin=subprocess.DEVNULL,
+                            timeout=60, env=environ).returncode == 0
+    # run_cli's environment is the test's with these on top: SSH_AUTH_SOCK "" is no agent for both.
+    result, stderr = reachable(run_cli, config, "ag", env={"MY_AGENT": agent, "SSH_AUTH_SOCK": agent if auth_sock else ""})
+    assert (result["status"] == "pass") is oracle, (oracle, result, stderr)

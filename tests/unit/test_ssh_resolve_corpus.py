@@ -288,3 +288,21 @@ def test_builtin_keyword_table_is_ssh_s(tmp_path: Path) -> None:
     proc = subprocess.run([SSH, "-G", "-F", str(config), "a"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert proc.stderr.count("Bad configuration option") == 2
     assert not {"usekeychain", "channeltimeout"} & KNOWN_KEYWORDS
+
+
+AGENT_LINES = ["none", "SSH_AUTH_SOCK", "$SSH_AUTH_SOCK", "~/agent-%h-%p.sock", "${ENVDOCTOR_CORPUS_DIR}/a.sock",
+               "/run/agent %r.sock", None]
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+@pytest.mark.parametrize("resolver", ["ssh -G", "built-in"])
+@pytest.mark.parametrize("line", AGENT_LINES)
+def test_identity_agent_is_what_ssh_g_prints(line: str | None, resolver: str, tmp_path: Path) -> None:
+    """IdentityAgent as `ssh -G` prints it (tokens, ~ and ${VAR} expanded; none, SSH_AUTH_SOCK
+    and $VAR as written; nothing when unset), from either resolver: it picks the agent socket."""
+    config = tmp_path / "config"
+    config.write_text("Host a\n  HostName 10.0.0.5\n  Port 2200\n  User u\n"
+                      + (f"  IdentityAgent \"{line}\"\n" if line else ""))
+    expected = (ssh_g(config, "a") or {}).get("identityagent", [None])[0]
+    plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
+    assert plan.target.identity_agent == expected
