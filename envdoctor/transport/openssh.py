@@ -38,10 +38,13 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
     """The values of ``ssh -G`` output that envdoctor connects with."""
     single: dict[str, str] = {}
     identity: list[str] = []
+    certificates: list[str] = []
     for line in text.split("\n"):  # one setting a line; a value may hold any other line break
         key, _, value = line.partition(" ")
         if key == "identityfile":
             identity.append(value)
+        elif key == "certificatefile":
+            certificates.append(value)
         else:
             single.setdefault(key, value)
     try:
@@ -55,6 +58,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
     return ResolvedHost(
         host=destination, hostname=hostname, port=port, user=user,
         identity_files=expand_identity_files(((f, "IdentityFile") for f in identity), context),
+        certificate_files=expand_identity_files(((f, "CertificateFile") for f in certificates), context),
         identities_only=single.get("identitiesonly") == "yes",
         proxy_jump=tuple(jump.split(",")) if jump and jump != "none" else None,
         proxy_command=single.get("proxycommand") if single.get("proxycommand") not in (None, "none") else None,

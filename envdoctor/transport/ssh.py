@@ -426,23 +426,38 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
     if not paths:
         return kwargs
     wants_identities = "agent_identities" in kwargs
+    certificates = list(kwargs.get("client_certs") or ())  # type: ignore[call-overload]  # built by _connect_kwargs
     key = (wants_identities, *((p, _file_state(p), _file_state(p + ".pub"), _file_state(p + "-cert.pub"))
-                               for p in paths))
+                               for p in paths), *((c, _file_state(c)) for c in certificates))
     found = _IDENTITIES.get(key)
     if found is None:
         from asyncssh.public_key import load_identities
 
-        # As SSHClientConnectionOptions.prepare calls them with no config file, no
-        # passphrase and no certificate list: skip_public False, ignore_encrypted as given.
-        pairs = asyncssh.load_keypairs(paths, None, (), False, bool(kwargs.get("ignore_encrypted")))
+        # As SSHClientConnectionOptions.prepare calls them with no config file and no
+        # passphrase: skip_public False, ignore_encrypted as given; the CertificateFiles ssh
+        # could read (it skips one it cannot, where asyncssh would stop).
+        pairs = asyncssh.load_keypairs(paths, None, _readable_certificates(certificates), False,
+                                       bool(kwargs.get("ignore_encrypted")))
         identities = load_identities(paths, False) if wants_identities else None
         found = _IDENTITIES[key] = (list(pairs), identities)
     if not found[0]:
         return kwargs  # no usable key: an empty list would make asyncssh try ~/.ssh's defaults
-    loaded = dict(kwargs, client_keys=[copy.copy(pair) for pair in found[0]])
+    loaded = dict(kwargs, client_keys=[copy.copy(pair) for pair in found[0]], client_certs=())
     if found[1] is not None:
         loaded["agent_identities"] = list(found[1])
     return loaded
+
+
+def _readable_certificates(paths: Sequence[str]) -> list[str]:
+    readable = []
+    for path in paths:
+        try:
+            asyncssh.read_certificate_list(path)
+        except (asyncssh.KeyImportError, OSError, ValueError) as exc:
+            log.info("certificate_skipped", path=path, error=str(exc))
+            continue
+        readable.append(path)
+    return readable
 
 
 @functools.lru_cache(maxsize=None)
@@ -503,6 +518,8 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "connect_timeout": timeout,
         "keepalive_interval": keepalive,
         "client_keys": identities,
+        # CertificateFile: each is paired with the key it certifies (ssh offers both).
+        "client_certs": list(host.existing_certificate_files),
         "ignore_encrypted": True,  # like ssh in batch mode: a key needing a passphrase is skipped
         # Only what ssh would offer (Ciphers), AES-GCM first on AES hardware (see transport.ciphers).
         "encryption_algs": ciphers.offered(host.ciphers, _asyncssh_algorithms("cipher"), host.host),

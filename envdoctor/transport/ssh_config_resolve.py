@@ -96,6 +96,7 @@ class Evaluation:
     final_pass: bool
     values: dict[str, tuple[object, str]] = field(default_factory=dict)
     identity_files: list[tuple[str, str]] = field(default_factory=list)
+    certificate_files: list[tuple[str, str]] = field(default_factory=list)
     want_final_pass: bool = False
 
     def first(self, key: str, value: object, where: str) -> None:
@@ -309,6 +310,9 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
             raise ConfigError(f"{where}: too many identity files (ssh takes at most {MAX_IDENTITY_FILES})")
         if all(value != known for known, _ in state.identity_files):  # ssh drops a repeat (as written)
             state.identity_files.append((value, where))
+    elif keyword == "certificatefile":
+        if all(value != known for known, _ in state.certificate_files):  # a repeat is dropped, as ssh does
+            state.certificate_files.append((value, where))
     elif keyword == "proxyjump":
         state.first("proxy", ("jump", parsed), where)
     elif keyword == "proxycommand":
@@ -364,7 +368,7 @@ def resolve_builtin(destination: str, *, config_file: str | None = None, user: s
         source = state.values.get("hostname", (None, "destination"))[1]
         state.values["hostname"] = (hostname, source)
         state = Evaluation(host=hostname, original_host=destination, final_pass=True, values=state.values,
-                           identity_files=state.identity_files)
+                           identity_files=state.identity_files, certificate_files=state.certificate_files)
         run_pass(files, state)
     return finish(state, destination)
 
@@ -506,6 +510,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
     return ResolvedHost(
         host=destination, hostname=hostname, port=port, user=user,
         identity_files=identity, identities_only=bool(get("identitiesonly", False)),
+        certificate_files=expand_identity_files(state.certificate_files, context),
         proxy_jump=tuple(jump.split(",")) if jump else None,
         proxy_command=str(proxy) if kind == "command" and proxy != "none" else None,
         user_known_hosts_files=user_known, global_known_hosts_files=global_known,

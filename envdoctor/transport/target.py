@@ -73,6 +73,8 @@ class ResolvedHost:
     #: Every IdentityFile in order, expanded; :attr:`existing_identity_files` are those ssh uses.
     identity_files: tuple[str, ...] = ()
     identities_only: bool = False
+    #: Every CertificateFile in order, expanded (certificates paired with the keys they certify).
+    certificate_files: tuple[str, ...] = ()
     #: The ProxyJump hops as written (``[user@]host[:port]`` or ``ssh://`` URIs), or None.
     proxy_jump: tuple[str, ...] | None = None
     proxy_command: str | None = None
@@ -103,6 +105,11 @@ class ResolvedHost:
     def existing_identity_files(self) -> tuple[str, ...]:
         """The identity files ssh would offer: those that exist, in order (it skips the others)."""
         return tuple(f for f in self.identity_files if f != "none" and os.path.isfile(f))
+
+    @property
+    def existing_certificate_files(self) -> tuple[str, ...]:
+        """The CertificateFiles that exist (ssh skips the others)."""
+        return tuple(f for f in self.certificate_files if os.path.isfile(f))
 
     @property
     def known_hosts_files(self) -> tuple[str, ...]:

@@ -557,3 +557,55 @@ def test_identity_agent_is_the_one_ssh_uses(run_cli, sshd, env, agent, line, aut
     # run_cli's environment is the test's with these on top: SSH_AUTH_SOCK "" is no agent for both.
     result, stderr = reachable(run_cli, config, "ag", env={"MY_AGENT": agent, "SSH_AUTH_SOCK": agent if auth_sock else ""})
     assert (result["status"] == "pass") is oracle, (oracle, result, stderr)
+
+
+@pytest.fixture(scope="module")
+def user_ca_server(sshd: SSHServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SSHServer, Path]]:
+    """An sshd that admits user certificates from its own CA; and a client key that only a
+    certificate admits (authorized_keys holds another key), with that certificate kept away
+    from ``<key>-cert.pub``, where asyncssh and ssh would find it on their own."""
+    root = tmp_path_factory.mktemp("sshd_user_ca")
+    ca = root / "user_ca"
+    keygen(ca)
+    server = start_sshd(root / "server", [], client_key=sshd.client_key, extra_config=[f"TrustedUserCAKeys {ca}.pub"])
+    key = root / "certified"
+    keygen(key)
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-I", "envdoctor-test", "-n", server.user, f"{key}.pub"],
+                   check=True)
+    Path(f"{key}-cert.pub").rename(root / "certified.cert")
+    yield server, key
+    server.stop()
+
+
+CERTIFICATE_CASES = [
+    # (case id, CertificateFile lines)
+    ("certificate-file", "  CertificateFile {cert}\n"),
+    ("certificate-file-with-tokens", "  CertificateFile {cert_dir}/certified.%h.cert\n"),
+    ("second-certificate-file", "  CertificateFile {d}/absent.cert\n  CertificateFile {cert}\n"),
+    ("unreadable-certificate-then-good", "  CertificateFile {d}/garbage.cert\n  CertificateFile {cert}\n"),
+    ("no-certificate-file", ""),
+]
+
+
+@pytest.mark.parametrize("lines", [c[1] for c in CERTIFICATE_CASES], ids=[c[0] for c in CERTIFICATE_CASES])
+def test_certificate_file_logs_in_where_ssh_does(run_cli, env, user_ca_server, lines):
+    """CertificateFile pairs a user certificate with its key, as ssh pairs it: the login works
+    exactly where ssh's works (without the certificate the key alone is refused)."""
+    server, key = user_ca_server
+    cert = key.parent / "certified.cert"
+    by_host = key.parent / "certified.127.0.0.1.cert"
+    if not by_host.exists():
+        by_host.write_bytes(cert.read_bytes())
+    (Path(env["d"]) / "garbage.cert").write_text("not a certificate\n")
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{server.port} {host_key(server)}\n")
+    values = {**env, "cert": str(cert), "cert_dir": str(key.parent), "P": str(server.port), "k": str(key)}
+    config = Path(env["d"]) / "ssh_config"
+    config.write_text(("Host uc\n  HostName 127.0.0.1\n  Port {P}\n  User {user}\n  IdentityFile {k}\n"
+                       "  IdentitiesOnly yes\n" + lines + "  UserKnownHostsFile {kh}\n  StrictHostKeyChecking yes\n"
+                       "  BatchMode yes\n").format(**values))
+    environ = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+    oracle = subprocess.run(["ssh", "-F", str(config), "uc", "true"], capture_output=True, stdin=subprocess.DEVNULL,
+                            timeout=60, env=environ).returncode == 0
+    assert oracle is bool(lines)
+    result, stderr = reachable(run_cli, config, "uc", env={"SSH_AUTH_SOCK": ""})
+    assert (result["status"] == "pass") is oracle, (oracle, result, stderr)

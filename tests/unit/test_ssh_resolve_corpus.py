@@ -306,3 +306,20 @@ def test_identity_agent_is_what_ssh_g_prints(line: str | None, resolver: str, tm
     expected = (ssh_g(config, "a") or {}).get("identityagent", [None])[0]
     plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
     assert plan.target.identity_agent == expected
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+@pytest.mark.parametrize("resolver", ["ssh -G", "built-in"])
+def test_certificate_files_are_those_ssh_g_lists(resolver: str, tmp_path: Path) -> None:
+    """CertificateFile lines, in order, repeats dropped, across blocks (they accumulate as
+    IdentityFile does), expanded as the IdentityFile tokens are."""
+    config = tmp_path / "config"
+    config.write_text("Host a\n  HostName 10.0.0.5\n  User u\n  CertificateFile ~/c-%h-%r.pub\n"
+                      "  CertificateFile ${ENVDOCTOR_CORPUS_DIR}/x.pub\nHost *\n  CertificateFile ~/c-%h-%r.pub\n"
+                      "  CertificateFile /abs/%n.pub\n")
+    out = ssh_g(config, "a")
+    assert out is not None
+    expected = tuple(expand_identity(p, out, "a") for p in out["certificatefile"])
+    plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
+    assert plan.target.certificate_files == expected
+    assert len(expected) == 3
