@@ -317,9 +317,18 @@ def record_file(user_known_hosts_files: Iterable[str]) -> str | None:
     return first
 
 
-def record_key(path: str, name: str, key_line: str) -> None:
-    """Append ``name key`` to ``path`` (created 0600 in a 0700 folder), as accept-new does."""
+def hashed_name(name: str, salt: bytes | None = None) -> str:
+    """``name`` as HashKnownHosts writes it: ``|1|`` base64(salt) ``|`` base64(HMAC-SHA1(salt, name)),
+    a fresh 20-byte salt each time (what ``ssh-keygen -H`` and ``ssh-keygen -F`` read)."""
+    salt = os.urandom(20) if salt is None else salt
+    digest = hmac.new(salt, name.encode(), "sha1").digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
+
+
+def record_key(path: str, name: str, key_line: str, *, hashed: bool = False) -> None:
+    """Append ``name key`` to ``path`` (created 0600 in a 0700 folder), as accept-new does; the
+    name hashed when the host's HashKnownHosts says so (so no host name is written in clear)."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as out:
-        out.write(f"{name} {key_line}\n")
+        out.write(f"{hashed_name(name) if hashed else name} {key_line}\n")

@@ -200,7 +200,8 @@ class SSHTransport(Transport):
         if accept_unknown and presented is not None:
             name = _lookup_name(host)
             assert record_to is not None
-            known_hosts.record_key(record_to, name, presented.export_public_key("openssh").decode().strip())
+            known_hosts.record_key(record_to, name, presented.export_public_key("openssh").decode().strip(),
+                                   hashed=host.hash_known_hosts)
             # Never a silent accept: say which key was trusted, as ssh's "Permanently added".
             log.warning("host_key_accepted", host=label, hostname=host.hostname, port=host.port, name=name,
                         fingerprint=str(presented.get_fingerprint("sha256")), known_hosts=record_to, policy=why)

@@ -51,7 +51,7 @@ BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
                     "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms",
-                    "pubkeyacceptedalgorithms"})
+                    "pubkeyacceptedalgorithms", "hashknownhosts"})
 #: Old spellings readconf.c reads as another keyword.
 KEYWORD_ALIASES = {"pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms"}
 
@@ -281,7 +281,7 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
         parsed = parse_port(value)
         if parsed <= 0:
             raise ConfigError(f"{where}: bad port {value!r}")
-    elif keyword in ("identitiesonly", "checkhostip"):
+    elif keyword in ("identitiesonly", "checkhostip", "hashknownhosts"):
         if value.lower() not in BOOLEANS:
             raise ConfigError(f"{where}: {keyword} must be yes or no, not {value!r}")
         parsed = BOOLEANS[value.lower()]
@@ -517,6 +517,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         strict_host_key_checking=str(get("stricthostkeychecking", "ask")),
         host_key_alias=str(alias) if alias else None, check_host_ip=bool(get("checkhostip", False)),
         identity_agent=str(agent) if agent is not None else None,
+        hash_known_hosts=bool(get("hashknownhosts", False)),
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
         ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]

@@ -84,6 +84,8 @@ class ResolvedHost:
     strict_host_key_checking: str = "ask"
     host_key_alias: str | None = None
     check_host_ip: bool = False
+    #: HashKnownHosts: a key accepted for this host is recorded under a hashed name (``|1|salt|hmac``).
+    hash_known_hosts: bool = False
     #: IdentityAgent as ``ssh -G`` prints it (expanded): a socket path, ``none``, ``SSH_AUTH_SOCK``
     #: or ``$VAR``; None when not set (the environment's SSH_AUTH_SOCK, as for ssh).
     identity_agent: str | None = None

@@ -53,6 +53,39 @@ def test_accept_new_says_which_key_it_trusted(run_cli, sshd, tmp_path):
     assert again.exit_status == 0 and "host_key_accepted" not in again.stderr
 
 
+@pytest.mark.parametrize("hashed", [True, False], ids=["HashKnownHosts-yes", "HashKnownHosts-no"])
+def test_accepted_key_is_recorded_as_ssh_records_it(run_cli, sshd, tmp_path, hashed):
+    """A key accepted with --accept-new is written as ssh's accept-new writes it: under a hashed
+    name with HashKnownHosts yes (Debian's and Ubuntu's system default), so no host name is
+    left in clear. Oracles: real ssh writes its own file from the same config, ssh-keygen -F
+    finds envdoctor's line, and real ssh then trusts it with StrictHostKeyChecking yes."""
+    config = sshd.write_alias_config(["hk"], known_hosts=tmp_path / "known_hosts", path=tmp_path / "ssh_config")
+    text = config.read_text().replace("StrictHostKeyChecking yes", "StrictHostKeyChecking accept-new")
+    config.write_text(text + f"    HashKnownHosts {'yes' if hashed else 'no'}\n    BatchMode yes\n")
+    name = f"[127.0.0.1]:{sshd.port}"
+    oracle_config = tmp_path / "oracle_config"
+    oracle_config.write_text(config.read_text().replace(str(tmp_path / "known_hosts"), str(tmp_path / "oracle_known")))
+    subprocess.run(["ssh", "-F", str(oracle_config), "hk", "true"], check=True, capture_output=True,
+                   stdin=subprocess.DEVNULL, timeout=60)
+    oracle_line = (tmp_path / "oracle_known").read_text().splitlines()[0]
+    assert oracle_line.startswith("|1|") is hashed
+    res = run_cli("check", "hk", "--ssh-config", str(config), "--only", "host.reachable")
+    assert res.exit_status == 0, res.stdout + res.stderr
+    lines = (tmp_path / "known_hosts").read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("|1|") is hashed
+    assert ("127.0.0.1" in lines[0]) is not hashed
+    assert lines[0].split()[1:] == oracle_line.split()[1:3]  # the same key
+    found = subprocess.run(["ssh-keygen", "-F", name, "-f", str(tmp_path / "known_hosts")], capture_output=True,
+                           text=True)
+    assert found.returncode == 0 and lines[0] in found.stdout
+    strict = tmp_path / "strict_config"
+    strict.write_text(config.read_text().replace("StrictHostKeyChecking accept-new", "StrictHostKeyChecking yes"))
+    subprocess.run(["ssh", "-F", str(strict), "hk", "true"], check=True, capture_output=True, stdin=subprocess.DEVNULL,
+                   timeout=60)
+    again = run_cli("check", "hk", "--ssh-config", str(strict), "--only", "host.reachable")
+    assert again.exit_status == 0 and "host_key_accepted" not in again.stderr
+
+
 @pytest.fixture(scope="module")
 def empty_index() -> Iterator[str]:
     """host:port of a package index on 127.0.0.1 that knows no package (pip gives up at once)."""

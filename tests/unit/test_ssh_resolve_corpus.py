@@ -323,3 +323,15 @@ def test_certificate_files_are_those_ssh_g_lists(resolver: str, tmp_path: Path) 
     plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
     assert plan.target.certificate_files == expected
     assert len(expected) == 3
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+@pytest.mark.parametrize("resolver", ["ssh -G", "built-in"])
+@pytest.mark.parametrize("text", ["", "Host a\n  HashKnownHosts yes\n", "Host *\n  HashKnownHosts no\nHost a\n  HashKnownHosts yes\n",
+                                  "Match host a\n  HashKnownHosts true\n"])
+def test_hash_known_hosts_is_what_ssh_g_says(text: str, resolver: str, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(text + "Host a\n  HostName 10.0.0.5\n")
+    expected = (ssh_g(config, "a") or {})["hashknownhosts"][0] == "yes"
+    plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
+    assert plan.target.hash_known_hosts is expected
