@@ -117,6 +117,18 @@ def scan_names_not_installed(results_per_host: Iterable[Iterable[CheckResult]]) 
     return sorted(missing or ())
 
 
+#: Folders of a library's own tests (``accelerate/test_utils/``, ``pkg/tests/``): code a training
+#: or serving job never runs, loading the libraries' tiny test models, not the user's.
+TEST_FOLDERS = frozenset({"tests", "test", "testing", "test_utils"})
+
+
+def in_test_code(path: str) -> bool:
+    """Whether an installed file (relative to site-packages) is a library's test code."""
+    *folders, name = path.split("/")
+    return (any(f in TEST_FOLDERS for f in folders) or name.startswith("test_") or name.endswith("_test.py")
+            or name == "conftest.py")
+
+
 def _describe(site: InstalledSite) -> str:
     return f"{site.site.path}:{site.site.line} {site.site.callee} ({site.site.state})"
 
@@ -155,7 +167,15 @@ def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
     if summary.get("not_found"):
         details["not_installed"] = summary["not_found"]
     scanned = f"{sum(int(d.get('files', 0)) for d in dists)} files of {len(dists)} distribution(s)"
-    gaps = [s for s in sites if s.site.is_gap]
+    all_gaps = [s for s in sites if s.site.is_gap]
+    gaps = [s for s in all_gaps if not in_test_code(s.site.path)]
+    test_gaps = [s for s in all_gaps if in_test_code(s.site.path)]
+    untested = ""
+    if test_gaps:
+        details["test_code_gaps"] = [_describe(s) for s in test_gaps]
+        files = sorted({s.site.path for s in test_gaps})
+        untested = (f"; {len(test_gaps)} more in the libraries' own test code, not counted (a job never runs it): "
+                    + ", ".join(files[:SHOWN]) + (f" and {len(files) - SHOWN} more file(s)" if len(files) > SHOWN else ""))
     if summary.get("not_found"):
         names = ", ".join(summary["not_found"])
         return errored(f"--scan {names}: not installed in {ctx.spec.venv or 'the default environment'} "
@@ -169,9 +189,11 @@ def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
             extra += (f"; {len(errors)} file(s) that may hold such a call could not be scanned: "
                       + "; ".join(f"{e.path} ({e.message})" for e in errors[:SHOWN])
                       + (f"; and {len(errors) - SHOWN} more" if len(errors) > SHOWN else ""))
-        return passed(f"{len(sites)} model-loading call(s) in {scanned}, none without trust_remote_code{extra}", **details)
+        counted = len(sites) - len(test_gaps)
+        return passed(f"{counted} model-loading call(s) in {scanned}, none without trust_remote_code{extra}{untested}",
+                      **details)
     shown = "; ".join(_describe(s) for s in gaps[:SHOWN]) + (f"; and {len(gaps) - SHOWN} more" if len(gaps) > SHOWN else "")
-    message = f"{len(gaps)} model-loading call(s) without trust_remote_code=True: {shown}"
+    message = f"{len(gaps)} model-loading call(s) without trust_remote_code=True: {shown}{untested}"
     # The generic patch (patches/trust_remote_code.py); fix applies it only with consent.
     refused: list[Any] = []
     remedy = trust_remote_code_remedy(ctx, items, gaps, exports, refused)

@@ -201,3 +201,40 @@ def test_a_pass_names_the_files_it_could_not_scan(venv):
     result = trust_remote_code_sites(context(venv, data, items, trust=True))
     assert result.status is Status.PASS, result.message
     assert "1 file(s) that may hold such a call could not be scanned: served/bad.py (does not parse" in result.message
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("accelerate/test_utils/scripts/external_deps/test_metrics.py", True),
+    ("accelerate/test_utils/training.py", True),
+    ("mylib/tests/helpers.py", True),
+    ("mylib/test_loading.py", True),
+    ("mylib/loading_test.py", True),
+    ("mylib/conftest.py", True),
+    ("transformers/testing_utils.py", False),
+    ("trl/chat_template_utils.py", False),
+    ("contest/attest.py", False),
+])
+def test_test_code_is_told_by_its_folders_and_names(path, expected):
+    from envdoctor.checks.remote_code import in_test_code
+
+    assert in_test_code(path) is expected
+
+
+def test_gaps_in_a_librarys_own_tests_are_named_but_not_counted(tmp_path):
+    """A library's test scaffolding (accelerate/test_utils) loads its own tiny test models, never
+    the user's: its gaps are listed apart and neither warn nor fail; a gap in its real code still does."""
+    prefix = tmp_path / "venv"
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    make_dist(site, "acc", "1.0", ["transformers"], {"acc/__init__.py": b"", "acc/test_utils/scripts/test_ckpt.py": GAP,
+                                                      "acc/tests/helpers.py": GAP})
+    data, items = run_section(prefix)
+    only_tests = trust_remote_code_sites(context(prefix, data, items, trust=True))
+    assert only_tests.status is Status.PASS, only_tests.message
+    assert "2 more in the libraries' own test code, not counted" in only_tests.message
+    assert len(only_tests.details["test_code_gaps"]) == 2
+    make_dist(site, "real", "1.0", ["transformers"], {"real/load.py": GAP})
+    data, items = run_section(prefix)
+    mixed = trust_remote_code_sites(context(prefix, data, items, trust=True))
+    assert mixed.status is Status.FAIL
+    assert mixed.message.startswith("1 model-loading call(s) without trust_remote_code=True: real/load.py:4")
+    assert mixed.remedy is not None and "real/load.py" in str(mixed.remedy) and "test_utils" not in str(mixed.remedy)
