@@ -212,7 +212,12 @@ class SSHTransport(Transport):
         """One connection attempt; errors worth another attempt come out as :class:`_Retryable`."""
         where = f"{host.hostname}:{host.port}"
         try:
-            return await asyncssh.connect(host.hostname, **_with_loaded_keys(kwargs))  # type: ignore[arg-type]  # kwargs built above
+            options, agent = await _with_agent_keys(_with_loaded_keys(kwargs))
+            try:
+                return await asyncssh.connect(host.hostname, **options)  # type: ignore[arg-type]  # kwargs built above
+            finally:
+                if agent is not None:
+                    agent.close()  # signing is over once connect returns (no agent forwarding)
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyError(
                 f"host key of {label} ({where}) is not trusted: {exc.reason} "
@@ -425,7 +430,7 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
 
     paths = list(kwargs.get("client_keys") or ())  # type: ignore[call-overload]  # built by _connect_kwargs
     if not paths:
-        return kwargs
+        return dict(kwargs, client_keys=[])
     wants_identities = "agent_identities" in kwargs
     certificates = list(kwargs.get("client_certs") or ())  # type: ignore[call-overload]  # built by _connect_kwargs
     key = (wants_identities, *((p, _file_state(p), _file_state(p + ".pub"), _file_state(p + "-cert.pub"))
@@ -434,19 +439,72 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
     if found is None:
         from asyncssh.public_key import load_identities
 
-        # As SSHClientConnectionOptions.prepare calls them with no config file and no
-        # passphrase: skip_public False, ignore_encrypted as given; the CertificateFiles ssh
-        # could read (it skips one it cannot, where asyncssh would stop).
-        pairs = asyncssh.load_keypairs(paths, None, _readable_certificates(certificates), False,
+        # As SSHClientConnectionOptions.prepare calls them with no passphrase, ignore_encrypted as
+        # given, but skip_public: an IdentityFile ssh cannot sign with (a public key whose private
+        # half lives in the agent, as 1Password and Secretive set it up; a key file ssh cannot
+        # read) is passed over, as ssh passes it over, where asyncssh would stop. Likewise the
+        # CertificateFiles: those ssh could read.
+        pairs = asyncssh.load_keypairs(paths, None, _readable_certificates(certificates), True,
                                        bool(kwargs.get("ignore_encrypted")))
         identities = load_identities(paths, False) if wants_identities else None
         found = _IDENTITIES[key] = (list(pairs), identities)
-    if not found[0]:
-        return kwargs  # no usable key: an empty list would make asyncssh try ~/.ssh's defaults
+        _note_skipped_identities(paths, found[0])
     loaded = dict(kwargs, client_keys=[copy.copy(pair) for pair in found[0]], client_certs=())
     if found[1] is not None:
         loaded["agent_identities"] = list(found[1])
     return loaded
+
+
+async def _with_agent_keys(kwargs: dict[str, object]) -> tuple[dict[str, object], asyncssh.SSHAgentClient | None]:
+    """When no IdentityFile gives a key to sign with, the agent's keys alone, as ssh offers them.
+
+    asyncssh would read ~/.ssh's default key files for an empty key list, which ssh does not do
+    once IdentityFile names others, and it drops the agent for no list at all. So the agent's
+    keys (those IdentitiesOnly allows) are fetched here and become the list, paired with the
+    CertificateFiles; with neither, public key authentication is off. The agent client is
+    returned for the caller to close after the login."""
+    if kwargs.get("client_keys") or kwargs.get("public_key_auth") is False:
+        return kwargs, None
+    path = kwargs.get("agent_path", os.environ.get("SSH_AUTH_SOCK"))
+    agent = None
+    keys: list[asyncssh.SSHKeyPair] = []
+    if path:
+        try:
+            agent = await asyncssh.connect_agent(str(path))
+            if agent is not None:
+                keys = list(await agent.get_keys(kwargs.get("agent_identities")))  # type: ignore[arg-type]  # identities or None
+        except (OSError, ValueError, asyncssh.Error) as exc:
+            log.info("agent_unavailable", agent=str(path), error=str(exc))
+            keys = []
+    if not keys:
+        if agent is not None:
+            agent.close()
+        return dict(kwargs, client_keys=None, public_key_auth=False), None
+    certificates = _readable_certificates(list(kwargs.get("client_certs") or ()))  # type: ignore[call-overload]
+    pairs = asyncssh.load_keypairs(keys, None, certificates)
+    return dict(kwargs, client_keys=pairs, client_certs=(), agent_path=None), agent
+
+
+def _note_skipped_identities(paths: Sequence[str], pairs: Sequence[asyncssh.SSHKeyPair]) -> None:
+    """Say which IdentityFile gave no key, as ssh says ``Load key "...": invalid format``; a
+    public key (the agent holds its private half) is expected and not mentioned."""
+    used = {pair.get_comment() for pair in pairs} | {getattr(pair, "_filename", None) for pair in pairs}
+    for path in paths:
+        if path in used:
+            continue
+        try:
+            asyncssh.read_public_key(path)
+            continue  # a public key: only the agent can sign with it
+        except (asyncssh.KeyImportError, OSError, ValueError):
+            pass
+        try:
+            asyncssh.read_private_key(path)
+        except asyncssh.KeyEncryptionError:
+            continue  # needs a passphrase: skipped in batch mode, as ssh skips it
+        except (asyncssh.KeyImportError, OSError, ValueError) as exc:
+            if "passphrase" in str(exc).lower():
+                continue
+            log.warning("identity_file_skipped", path=path, error=str(exc), note="ssh skips it too")
 
 
 def _readable_certificates(paths: Sequence[str]) -> list[str]:

@@ -609,3 +609,45 @@ def test_certificate_file_logs_in_where_ssh_does(run_cli, env, user_ca_server, l
     assert oracle is bool(lines)
     result, stderr = reachable(run_cli, config, "uc", env={"SSH_AUTH_SOCK": ""})
     assert (result["status"] == "pass") is oracle, (oracle, result, stderr)
+
+
+@pytest.mark.parametrize("identities_only", ["yes", "no"])
+def test_public_key_file_selects_the_agent_key(run_cli, sshd, env, agent, identities_only):
+    """1Password's and Secretive's documented setup: the private key lives only in the agent,
+    IdentityFile names its public half (with IdentitiesOnly yes, the only key offered). ssh signs
+    with the agent's key; so must envdoctor."""
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    public = Path(env["d"]) / "keys" / "agent_key.pub"
+    public.write_text(Path(f"{sshd.client_key}.pub").read_text())
+    config = Path(env["d"]) / "ssh_config"
+    config.write_text(f"Host pk\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {public}\n"
+                      f"  IdentitiesOnly {identities_only}\n  IdentityAgent {agent}\n  UserKnownHostsFile {env['kh']}\n"
+                      "  StrictHostKeyChecking yes\n  BatchMode yes\n")
+    environ = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+    oracle = subprocess.run(["ssh", "-F", str(config), "pk", "true"], capture_output=True, stdin=subprocess.DEVNULL,
+                            timeout=60, env=environ)
+    assert oracle.returncode == 0, oracle.stderr
+    result, stderr = reachable(run_cli, config, "pk", env={"SSH_AUTH_SOCK": ""})
+    assert result["status"] == "pass", (result, stderr)
+
+
+def test_no_default_key_when_identity_files_are_named(run_cli, sshd, env, tmp_path):
+    """IdentityFile names a key that is not there, and no agent: ssh offers no key at all (its
+    default ~/.ssh/id_* are not used once IdentityFile names others). asyncssh would fall back
+    to them; envdoctor must not log in where ssh cannot."""
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    for suffix in ("", ".pub"):  # the key the server accepts, where asyncssh looks by default
+        (home / ".ssh" / f"id_ed25519{suffix}").write_bytes(Path(f"{sshd.client_key}{suffix}").read_bytes())
+    os.chmod(home / ".ssh" / "id_ed25519", 0o600)
+    config = Path(env["d"]) / "ssh_config"
+    config.write_text(f"Host nd\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+                      f"  IdentityFile {env['d']}/keys/absent\n  UserKnownHostsFile {env['kh']}\n"
+                      "  StrictHostKeyChecking yes\n  BatchMode yes\n")
+    environ = {**{k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}, "HOME": str(home)}
+    oracle = subprocess.run(["ssh", "-F", str(config), "nd", "true"], capture_output=True, stdin=subprocess.DEVNULL,
+                            timeout=60, env=environ)
+    assert oracle.returncode == 255
+    result, stderr = reachable(run_cli, config, "nd", env={"SSH_AUTH_SOCK": "", "HOME": str(home)})
+    assert result["status"] == "error" and result["details"]["kind"] == "auth", (result, stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncssh
 
 from envdoctor.transport import ssh
@@ -45,8 +47,20 @@ def test_replaced_identity_file_is_read_again(tmp_path):
     assert after != before and after == replaced.public_data
 
 
-def test_only_encrypted_keys_leave_the_options_to_asyncssh(tmp_path):
-    """With every key needing a passphrase, the paths go to asyncssh unchanged (an empty list would load ~/.ssh's keys)."""
+def test_only_encrypted_keys_offer_no_key_not_asyncssh_defaults(tmp_path, monkeypatch):
+    """With every key needing a passphrase (BatchMode skips it) and no agent, no key is offered:
+    neither the locked file nor ~/.ssh's default keys, which asyncssh would read for an empty list."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     write_key(tmp_path / "id_locked", "ecdsa-sha2-nistp256", passphrase="secret")
     kwargs = {"client_keys": [str(tmp_path / "id_locked")], "ignore_encrypted": True}
-    assert ssh._with_loaded_keys(kwargs) is kwargs
+    loaded = ssh._with_loaded_keys(kwargs)
+    assert loaded["client_keys"] == []
+    options, agent = asyncio.run(ssh._with_agent_keys(loaded))
+    assert agent is None and options["public_key_auth"] is False and options["client_keys"] is None
+
+
+def test_a_public_key_as_identity_file_is_passed_over(tmp_path):
+    """IdentityFile naming a public key (its private half in an agent): no error, no key from it."""
+    write_key(tmp_path / "id_a")
+    kwargs = {"client_keys": [str(tmp_path / "id_a.pub"), str(tmp_path / "id_a")], "ignore_encrypted": True}
+    assert len(ssh._with_loaded_keys(kwargs)["client_keys"]) == 1
