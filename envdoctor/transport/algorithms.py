@@ -1,6 +1,7 @@
 """The algorithm lists ssh would offer: ``Ciphers``, ``KexAlgorithms``, ``MACs``,
 ``HostKeyAlgorithms`` and ``PubkeyAcceptedAlgorithms``, each read and assembled as OpenSSH
-does, and what a connection offers of them.
+does, and what a connection offers of them; and ``CASignatureAlgorithms``, what a host
+certificate's authority may have signed it with.
 
 ``ssh -G`` prints the assembled lists; without an ``ssh`` binary, :func:`assemble` builds
 them as OpenSSH 9's ``kex_assemble_names`` does (``+`` appends to the defaults, ``-``
@@ -91,11 +92,24 @@ HOST_KEYS = Kind(
 #: OpenSSH 8.5): OpenSSH's defaults are those of HostKeyAlgorithms, over the same names.
 PUBKEY = Kind("PubkeyAcceptedAlgorithms", "public key signature algorithms", HOST_KEYS.defaults, HOST_KEYS.known,
               "Bad key types", key_types=True)
+#: The signature algorithms a certificate authority may have signed a host certificate with:
+#: names as ``ssh -Q sig`` lists them. SHA-1 ``ssh-rsa`` is not among OpenSSH's defaults.
+CA_SIGNATURES = Kind(
+    "CASignatureAlgorithms", "CA signature algorithms",
+    ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com",
+     "sk-ecdsa-sha2-nistp256@openssh.com", "rsa-sha2-512", "rsa-sha2-256"),
+    ("ssh-ed25519", "sk-ssh-ed25519@openssh.com", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+     "sk-ecdsa-sha2-nistp256@openssh.com", "webauthn-sk-ecdsa-sha2-nistp256@openssh.com", "ssh-dss", "ssh-rsa",
+     "rsa-sha2-256", "rsa-sha2-512"),
+    "Bad key types",
+    key_types=True,
+)
 #: By the config keyword, lower-cased.
-KINDS = {kind.keyword.lower(): kind for kind in (CIPHERS, KEX, MACS, HOST_KEYS, PUBKEY)}
+KINDS = {kind.keyword.lower(): kind for kind in (CIPHERS, KEX, MACS, HOST_KEYS, PUBKEY, CA_SIGNATURES)}
 #: What ssh -G stops with when a key type list assembles to nothing (a ``!`` pattern, a short name).
 EMPTY_LIST_ERRORS = {HOST_KEYS: "expand HostKeyAlgorithms: invalid argument",
-                     PUBKEY: "fill_default_options: pubkey_accepted_algos: invalid argument"}
+                     PUBKEY: "fill_default_options: pubkey_accepted_algos: invalid argument",
+                     CA_SIGNATURES: "fill_default_options: ca_sign_algorithms: invalid argument"}
 _CERT_SUFFIX = "-cert-v01@openssh.com"
 
 

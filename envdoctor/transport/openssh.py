@@ -75,6 +75,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         macs=_algorithm_list(single, "macs"),
         host_key_algorithms=_algorithm_list(single, "hostkeyalgorithms"),
         pubkey_algorithms=_algorithm_list(single, "pubkeyacceptedalgorithms"),
+        ca_signature_algorithms=_algorithm_list(single, "casignaturealgorithms"),
         resolver=SSH_G,
     )
 

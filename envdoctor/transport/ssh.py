@@ -377,13 +377,44 @@ def _local_user() -> str:
 
 class _HostKeyClient(asyncssh.SSHClient):
     """Decides on a key that known_hosts does not list: accepted only under accept-new (or a
-    confirmed ``no``) for a host with no entry at all; asyncssh refuses revoked keys first."""
+    confirmed ``no``) for a host with no entry at all; asyncssh refuses revoked keys first.
+    Holds the host's CASignatureAlgorithms for :func:`_validate_server_host_key`."""
 
-    def __init__(self, accept_unknown: bool) -> None:
+    def __init__(self, accept_unknown: bool, ca_signature_algorithms: Sequence[str] = ()) -> None:
         self.accept_unknown = accept_unknown
+        self.ca_signature_algorithms = tuple(ca_signature_algorithms) or algorithms.CA_SIGNATURES.defaults
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self.accept_unknown
+
+
+_asyncssh_validate_server_host_key = asyncssh.SSHClientConnection.validate_server_host_key
+
+
+def _validate_server_host_key(self: asyncssh.SSHClientConnection, key_data: bytes) -> asyncssh.SSHKey:
+    """CASignatureAlgorithms, which asyncssh does not have: a host certificate that its authority
+    signed with an algorithm the list leaves out (by default SHA-1 ``ssh-rsa``) vouches for
+    nothing, and, as ssh does ("Retry with plain key"), the server's bare key is judged
+    instead: it stands only where known_hosts trusts that key itself (or accept-new applies).
+    Only envdoctor's connections (their client is a _HostKeyClient) are judged so."""
+    owner = getattr(self, "_owner", None)
+    if isinstance(owner, _HostKeyClient):
+        try:
+            cert = asyncssh.public_key.decode_ssh_certificate(key_data)
+        except (asyncssh.KeyImportError, ValueError):
+            cert = None
+        if cert is not None and not cert.is_x509_chain:
+            used = certificate_signature_algorithm(cert)
+            if used not in owner.ca_signature_algorithms:
+                log.warning("host_certificate_ignored", signature=used or "unreadable",
+                            allowed=",".join(owner.ca_signature_algorithms),
+                            note="its signature algorithm is not in CASignatureAlgorithms; the bare key is judged, "
+                                 "as ssh does")
+                key_data = cert.key.public_data
+    return _asyncssh_validate_server_host_key(self, key_data)
+
+
+asyncssh.SSHClientConnection.validate_server_host_key = _validate_server_host_key  # type: ignore[method-assign]
 
 
 def _lookup_name(host: ResolvedHost) -> str:
@@ -573,7 +604,7 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "config": [],
         # Matched by us as OpenSSH matches (HostKeyAlias, [host]:port, hashes); a revoked key is refused.
         "known_hosts": (trusted, authorities, _import_keys(keys.revoked)),
-        "client_factory": functools.partial(_HostKeyClient, accept_unknown),
+        "client_factory": functools.partial(_HostKeyClient, accept_unknown, host.ca_signature_algorithms or ()),
         "connect_timeout": timeout,
         "keepalive_interval": keepalive,
         "client_keys": identities,
@@ -647,6 +678,29 @@ def proxy_command_argv(host: ResolvedHost, environ: Mapping[str, str] = os.envir
 
     expanded = re.sub(r"%(.?)", token, "exec " + command, flags=re.DOTALL)
     return [environ.get("SHELL") or "/bin/sh", "-c", expanded]
+
+
+def certificate_signature_algorithm(cert: asyncssh.SSHCertificate) -> str | None:
+    """The algorithm an OpenSSH certificate's authority signed it with (the last field of the
+    certificate: ``string(string(algorithm) string(signature))`` after the CA's key); None when
+    the blob is not laid out so."""
+    signing = getattr(cert, "signing_key", None)
+    if signing is None:
+        return None
+    data, key = cert.public_data, signing.public_data
+    marker = len(key).to_bytes(4, "big") + key
+    at = data.rfind(marker)
+    if at < 0:
+        return None
+    rest = data[at + len(marker):]
+    size = int.from_bytes(rest[:4], "big")
+    signature = rest[4:]
+    if len(rest) < 8 or size != len(signature):
+        return None
+    name_size = int.from_bytes(signature[:4], "big")
+    if name_size > len(signature) - 4:
+        return None
+    return signature[4:4 + name_size].decode("ascii", "replace")
 
 
 def _check_host_ip(conn: asyncssh.SSHClientConnection, host: ResolvedHost, presented: asyncssh.SSHKey | None,

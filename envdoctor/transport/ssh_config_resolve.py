@@ -51,7 +51,7 @@ BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
                     "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms",
-                    "pubkeyacceptedalgorithms", "hashknownhosts"})
+                    "pubkeyacceptedalgorithms", "hashknownhosts", "casignaturealgorithms"})
 #: Old spellings readconf.c reads as another keyword.
 KEYWORD_ALIASES = {"pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms"}
 
@@ -524,5 +524,6 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         macs=algorithms.assemble(algorithms.MACS, get("macs", None)),  # type: ignore[arg-type]
         host_key_algorithms=key_type_list(algorithms.HOST_KEYS, get("hostkeyalgorithms", None), sources),  # type: ignore[arg-type]
         pubkey_algorithms=key_type_list(algorithms.PUBKEY, get("pubkeyacceptedalgorithms", None), sources),  # type: ignore[arg-type]
+        ca_signature_algorithms=key_type_list(algorithms.CA_SIGNATURES, get("casignaturealgorithms", None), sources),  # type: ignore[arg-type]
         resolver=BUILTIN, sources=sources,
     )

@@ -98,6 +98,8 @@ class ResolvedHost:
     macs: tuple[str, ...] | None = None
     host_key_algorithms: tuple[str, ...] | None = None
     pubkey_algorithms: tuple[str, ...] | None = None
+    #: ``CASignatureAlgorithms`` assembled (None: OpenSSH's defaults, without SHA-1 ``ssh-rsa``).
+    ca_signature_algorithms: tuple[str, ...] | None = None
     #: Which resolver produced this: ``ssh -G`` or ``built-in parser``.
     resolver: str = ""
     #: Where a value came from (``file:line``, ``command line``, ``default``), by field name.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.faults_support import hosts_by_name, results_by_id
-from tests.sshd import SSHServer, keygen, start_sshd
+from tests.sshd import SSHServer, keygen, start_sshd, wait_for_banner
 
 pytestmark = pytest.mark.e2e
 
@@ -651,3 +652,52 @@ def test_no_default_key_when_identity_files_are_named(run_cli, sshd, env, tmp_pa
     assert oracle.returncode == 255
     result, stderr = reachable(run_cli, config, "nd", env={"SSH_AUTH_SOCK": "", "HOME": str(home)})
     assert result["status"] == "error" and result["details"]["kind"] == "auth", (result, stderr)
+
+
+@pytest.fixture(scope="module")
+def sha1_cert_server(sshd: SSHServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SSHServer, Path]]:
+    """An sshd whose host certificate an RSA CA signed with SHA-1 (``ssh-keygen -t ssh-rsa``),
+    which OpenSSH's default CASignatureAlgorithms leaves out; and that CA's public key file."""
+    root = tmp_path_factory.mktemp("sshd_sha1_cert")
+    ca = root / "rsa_ca"
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", str(ca)], check=True)
+    server = start_sshd(root / "server", [], client_key=sshd.client_key, host_certificate_ca=ca)
+    host_pub = server.root / "host_ed25519.pub"
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-t", "ssh-rsa", "-h", "-I", "sha1", "-n", "127.0.0.1",
+                    str(host_pub)], check=True)
+    listing = subprocess.run(["ssh-keygen", "-L", "-f", str(server.root / "host_ed25519-cert.pub")],
+                             capture_output=True, text=True, check=True).stdout
+    assert "(using ssh-rsa)" in listing
+    server.proc.send_signal(signal.SIGHUP)  # sshd re-executes itself and reads the new certificate
+    time.sleep(0.5)
+    wait_for_banner(server.port, time.monotonic() + 20, server.proc)
+    yield server, Path(f"{ca}.pub")
+    server.stop()
+
+
+CA_SIGNATURE_CASES = [
+    # (case id, CASignatureAlgorithms line or "", the bare host key in known_hosts too)
+    ("sha1-certificate-refused-by-default", "", False),
+    ("sha1-certificate-allowed-by-the-config", "CASignatureAlgorithms +ssh-rsa", False),
+    ("bare-key-known-stands-alone", "", True),
+    ("only-ed25519-authorities", "CASignatureAlgorithms ssh-ed25519", False),
+]
+
+
+@pytest.mark.parametrize(("line", "bare_known"), [c[1:] for c in CA_SIGNATURE_CASES], ids=[c[0] for c in CA_SIGNATURE_CASES])
+def test_host_certificate_signature_is_judged_as_ssh_judges_it(run_cli, env, sha1_cert_server, line, bare_known):
+    """A host certificate vouches only when its CA signed it with an algorithm in
+    CASignatureAlgorithms (SHA-1 ssh-rsa is not in OpenSSH's defaults); otherwise the bare key
+    must be known itself. Real ssh is the oracle; asyncssh alone accepts every signature."""
+    server, ca_pub = sha1_cert_server
+    trusted = f"@cert-authority [127.0.0.1]:{server.port} " + " ".join(ca_pub.read_text().split()[:2]) + "\n"
+    if bare_known:
+        trusted += f"[127.0.0.1]:{server.port} {host_key(server)}\n"
+    Path(env["kh"]).write_text(trusted)
+    config = write_config({**env, "S": str(server.port)}, f"Host sc\n  HostName 127.0.0.1\n  Port {{S}}\n  {line}\n")
+    oracle = ssh_connects(config, "sc")
+    assert oracle is (bool(line.endswith("+ssh-rsa")) or bare_known)
+    result, stderr = reachable(run_cli, config, "sc")
+    assert (result["status"] == "pass") is oracle, (oracle, result, stderr)
+    if not oracle:
+        assert result["details"]["kind"] == "host-key", result

@@ -160,3 +160,41 @@ def test_client_keys_sign_only_as_pubkey_accepted_algorithms_allows():
     assert algorithms.signature_algorithms(("rsa-sha2-256-cert-v01@openssh.com", "rsa-sha2-256"), supported) == [
         "rsa-sha2-256"]
     assert algorithms.signature_algorithms(("sk-ssh-ed25519@openssh.com",), ("ssh-ed25519",)) == []
+
+
+def test_certificate_signature_algorithm_is_read_from_the_blob(tmp_path):
+    """The CA's signature algorithm of a real ssh-keygen certificate: SHA-1 ssh-rsa with -t ssh-rsa,
+    rsa-sha2-512 by default (OpenSSH 9), ssh-ed25519 for an Ed25519 CA."""
+    import shutil
+    import subprocess
+
+    import asyncssh
+
+    from envdoctor.transport.ssh import certificate_signature_algorithm
+
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen is not installed")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "host")], check=True)
+    for ca_type, extra, expected in (("rsa", ["-t", "ssh-rsa"], "ssh-rsa"), ("rsa", [], "rsa-sha2-512"),
+                                     ("ed25519", [], "ssh-ed25519")):
+        ca = tmp_path / f"ca-{ca_type}-{expected}"
+        subprocess.run(["ssh-keygen", "-q", "-t", ca_type, "-N", "", "-f", str(ca)], check=True)
+        subprocess.run(["ssh-keygen", "-q", "-s", str(ca), *extra, "-h", "-I", "x", str(tmp_path / "host.pub")], check=True)
+        cert = asyncssh.read_certificate(str(tmp_path / "host-cert.pub"))
+        assert certificate_signature_algorithm(cert) == expected
+
+
+@pytest.mark.parametrize("value", ["+ssh-rsa", "-rsa*", "^ssh-rsa", "ssh-rsa,ssh-ed25519", "rsa-sha2-*"])
+def test_ca_signature_list_assembles_as_ssh_g_prints_it(value, tmp_path):
+    import shutil
+    import subprocess
+
+    from envdoctor.transport import algorithms
+
+    if shutil.which("ssh") is None:
+        pytest.skip("ssh is not installed")
+    config = tmp_path / "config"
+    config.write_text(f"Host a\n  CASignatureAlgorithms {value}\n")
+    out = subprocess.run(["ssh", "-G", "-F", str(config), "a"], capture_output=True, text=True, check=True).stdout
+    printed = next(line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("casignaturealgorithms "))
+    assert ",".join(algorithms.assemble(algorithms.CA_SIGNATURES, value) or ()) == printed

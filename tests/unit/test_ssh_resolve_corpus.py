@@ -335,3 +335,23 @@ def test_hash_known_hosts_is_what_ssh_g_says(text: str, resolver: str, tmp_path:
     expected = (ssh_g(config, "a") or {})["hashknownhosts"][0] == "yes"
     plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
     assert plan.target.hash_known_hosts is expected
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+@pytest.mark.parametrize("resolver", ["ssh -G", "built-in"])
+@pytest.mark.parametrize("value", [None, "+ssh-rsa", "-rsa-sha2-*", "^ssh-rsa", "ssh-ed25519", "bogus", "RSA", "!ssh-rsa"])
+def test_ca_signature_algorithms_are_what_ssh_g_assembles(value: str | None, resolver: str, tmp_path: Path) -> None:
+    """CASignatureAlgorithms from either resolver is the list `ssh -G` prints (None: OpenSSH's
+    defaults); a value ssh -G refuses is a config error."""
+    from envdoctor.transport import algorithms
+
+    config = tmp_path / "config"
+    config.write_text("Host a\n  HostName 10.0.0.5\n" + (f"  CASignatureAlgorithms {value}\n" if value else ""))
+    out = ssh_g(config, "a")
+    planned = HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None)
+    if out is None or "casignaturealgorithms" not in out:  # refused, or (RSA, !ssh-rsa) warned of, and no list
+        with pytest.raises(ConfigError):
+            asyncio.run(planned)
+        return
+    got = asyncio.run(planned).target.ca_signature_algorithms or algorithms.CA_SIGNATURES.defaults
+    assert ",".join(got) == out["casignaturealgorithms"][0]
