@@ -69,6 +69,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         check_host_ip=single.get("checkhostip") == "yes",
         identity_agent=single.get("identityagent"),
         hash_known_hosts=single.get("hashknownhosts") == "yes",
+        revoked_host_keys=single.get("revokedhostkeys") or None,
         connect_timeout=None if timeout == "none" else float(timeout),
         ciphers=_algorithm_list(single, "ciphers"),
         kex_algorithms=_algorithm_list(single, "kexalgorithms"),

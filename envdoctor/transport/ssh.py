@@ -33,7 +33,7 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import algorithms, ciphers, known_hosts
+from envdoctor.transport import algorithms, ciphers, known_hosts, revoked_keys
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import BoundedSink, pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
@@ -380,9 +380,11 @@ class _HostKeyClient(asyncssh.SSHClient):
     confirmed ``no``) for a host with no entry at all; asyncssh refuses revoked keys first.
     Holds the host's CASignatureAlgorithms for :func:`_validate_server_host_key`."""
 
-    def __init__(self, accept_unknown: bool, ca_signature_algorithms: Sequence[str] = ()) -> None:
+    def __init__(self, accept_unknown: bool, ca_signature_algorithms: Sequence[str] = (),
+                 revoked_host_keys: str | None = None) -> None:
         self.accept_unknown = accept_unknown
         self.ca_signature_algorithms = tuple(ca_signature_algorithms) or algorithms.CA_SIGNATURES.defaults
+        self.revoked_host_keys = revoked_host_keys
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self.accept_unknown
@@ -398,6 +400,15 @@ def _validate_server_host_key(self: asyncssh.SSHClientConnection, key_data: byte
     instead: it stands only where known_hosts trusts that key itself (or accept-new applies).
     Only envdoctor's connections (their client is a _HostKeyClient) are judged so."""
     owner = getattr(self, "_owner", None)
+    if isinstance(owner, _HostKeyClient) and owner.revoked_host_keys:
+        # RevokedHostKeys first, on the key as presented (a certificate: its bare key, its
+        # authority, its serial number and key ID): a file that cannot be judged refuses all.
+        try:
+            why = revoked_keys.revocation(owner.revoked_host_keys, revoked_keys.HostKey.of(key_data))
+        except revoked_keys.RevocationError as exc:
+            raise asyncssh.HostKeyNotVerifiable(f"{exc} (RevokedHostKeys: ssh refuses every host then)") from None
+        if why:
+            raise asyncssh.HostKeyNotVerifiable(f"{why} (RevokedHostKeys)")
     if isinstance(owner, _HostKeyClient):
         try:
             cert = asyncssh.public_key.decode_ssh_certificate(key_data)
@@ -604,7 +615,8 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         "config": [],
         # Matched by us as OpenSSH matches (HostKeyAlias, [host]:port, hashes); a revoked key is refused.
         "known_hosts": (trusted, authorities, _import_keys(keys.revoked)),
-        "client_factory": functools.partial(_HostKeyClient, accept_unknown, host.ca_signature_algorithms or ()),
+        "client_factory": functools.partial(_HostKeyClient, accept_unknown, host.ca_signature_algorithms or (),
+                                            host.revoked_host_keys),
         "connect_timeout": timeout,
         "keepalive_interval": keepalive,
         "client_keys": identities,

@@ -51,7 +51,7 @@ BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
                     "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms",
-                    "pubkeyacceptedalgorithms", "hashknownhosts", "casignaturealgorithms"})
+                    "pubkeyacceptedalgorithms", "hashknownhosts", "casignaturealgorithms", "revokedhostkeys"})
 #: Old spellings readconf.c reads as another keyword.
 KEYWORD_ALIASES = {"pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms"}
 
@@ -518,6 +518,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         host_key_alias=str(alias) if alias else None, check_host_ip=bool(get("checkhostip", False)),
         identity_agent=str(agent) if agent is not None else None,
         hash_known_hosts=bool(get("hashknownhosts", False)),
+        revoked_host_keys=str(get("revokedhostkeys", "")) or None,
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
         ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]

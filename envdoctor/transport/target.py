@@ -86,6 +86,8 @@ class ResolvedHost:
     check_host_ip: bool = False
     #: HashKnownHosts: a key accepted for this host is recorded under a hashed name (``|1|salt|hmac``).
     hash_known_hosts: bool = False
+    #: RevokedHostKeys as written (ssh expands nothing in it): a KRL or a list of public keys.
+    revoked_host_keys: str | None = None
     #: IdentityAgent as ``ssh -G`` prints it (expanded): a socket path, ``none``, ``SSH_AUTH_SOCK``
     #: or ``$VAR``; None when not set (the environment's SSH_AUTH_SOCK, as for ssh).
     identity_agent: str | None = None

@@ -701,3 +701,77 @@ def test_host_certificate_signature_is_judged_as_ssh_judges_it(run_cli, env, sha
     assert (result["status"] == "pass") is oracle, (oracle, result, stderr)
     if not oracle:
         assert result["details"]["kind"] == "host-key", result
+
+
+@pytest.fixture(scope="module")
+def server_r(sshd: SSHServer, host_ca: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
+    """An sshd whose host certificate ``host_ca`` signed with serial number 5 and key ID rev-test."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd_r"), [], client_key=sshd.client_key, host_certificate_ca=host_ca)
+    subprocess.run(["ssh-keygen", "-q", "-s", str(host_ca), "-h", "-z", "5", "-I", "rev-test", "-n", "127.0.0.1",
+                    str(server.root / "host_ed25519.pub")], check=True)
+    server.proc.send_signal(signal.SIGHUP)  # sshd re-executes itself and reads the new certificate
+    time.sleep(0.5)
+    wait_for_banner(server.port, time.monotonic() + 20, server.proc)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def revocation_files(sshd: SSHServer, server_r: SSHServer, host_ca: Path,
+                     tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Revoked-keys files made by ssh-keygen: text lists and KRLs naming (or not) server A's key,
+    server R's certificate (by serial, key ID, range) or its CA."""
+    root = tmp_path_factory.mktemp("revoked")
+    other = root / "other"
+    keygen(other)
+    a_pub, c_cert = sshd.root / "host_ed25519.pub", server_r.root / "host_ed25519-cert.pub"
+    files = {"a-in-list": a_pub.read_text(), "other-in-list": f"# comment\n\n{Path(f'{other}.pub').read_text()}",
+             "ca-in-list": Path(f"{host_ca}.pub").read_text(), "garbage-list": "not a key at all\n"}
+    for name, text in files.items():
+        (root / name).write_text(text)
+    krls = {"krl-a": [str(a_pub)], "krl-other": [f"{other}.pub"], "krl-ca": [f"{host_ca}.pub"]}
+    for name, keys in krls.items():
+        subprocess.run(["ssh-keygen", "-q", "-k", "-f", str(root / name), *keys], check=True)
+    listing = subprocess.run(["ssh-keygen", "-L", "-f", str(c_cert)], capture_output=True, text=True, check=True).stdout
+    key_id = listing.split('Key ID: "', 1)[1].split('"', 1)[0]
+    assert key_id == "rev-test" and "Serial: 5" in listing
+    specs = {"krl-cert-serial": "serial: 5\n", "krl-cert-range": "serial: 3-9\n", "krl-cert-other-serial": "serial: 7\n",
+             "krl-cert-id": f"id: {key_id}\n", "krl-cert-other-id": "id: somebody-else\n",
+             "krl-sha256-a": f"sha256: {a_pub.read_text().strip()}\n",
+             "krl-sha1-a": f"sha1: {a_pub.read_text().strip()}\n"}
+    for name, spec in specs.items():
+        (root / f"{name}.spec").write_text(spec)
+        ca = ["-s", f"{host_ca}.pub"] if "cert" in name else []
+        subprocess.run(["ssh-keygen", "-q", "-k", "-f", str(root / name), *ca, str(root / f"{name}.spec")], check=True)
+    (root / "broken-krl").write_bytes((root / "krl-a").read_bytes()[:30])
+    return {p.name: p for p in root.iterdir()}
+
+
+REVOCATION_CASES = [
+    # (case id: the file, and which server: "A" a plain host key, "C" a host certificate (server R))
+    ("a-in-list", "A"), ("other-in-list", "A"), ("garbage-list", "A"), ("missing", "A"), ("krl-a", "A"),
+    ("krl-other", "A"), ("krl-sha256-a", "A"), ("krl-sha1-a", "A"), ("broken-krl", "A"), ("ca-in-list", "C"), ("krl-ca", "C"),
+    ("krl-cert-serial", "C"), ("krl-cert-range", "C"), ("krl-cert-other-serial", "C"), ("krl-cert-id", "C"),
+    ("krl-cert-other-id", "C"), ("other-in-list", "C"),
+]
+
+
+@pytest.mark.parametrize(("name", "server"), REVOCATION_CASES, ids=[f"{c[0]}-{c[1]}" for c in REVOCATION_CASES])
+def test_revoked_host_keys_refuse_what_ssh_refuses(run_cli, sshd, server_r, host_ca, env, revocation_files, name,
+                                                    server):
+    """RevokedHostKeys (a text list or a KRL from ssh-keygen): envdoctor logs in exactly where real
+    ssh does; a file that is missing or a KRL that does not parse refuses the host, as with ssh."""
+    path = revocation_files.get(name, Path(env["d"]) / "no-such-file")
+    target = sshd if server == "A" else server_r
+    if server == "A":
+        Path(env["kh"]).write_text(f"[127.0.0.1]:{sshd.port} {host_key(sshd)}\n")
+    else:
+        ca_pub = " ".join(Path(f"{host_ca}.pub").read_text().split()[:2])
+        Path(env["kh"]).write_text(f"@cert-authority [127.0.0.1]:{server_r.port} {ca_pub}\n")
+    config = write_config({**env, "T": str(target.port)},
+                          f"Host rv\n  HostName 127.0.0.1\n  Port {{T}}\n  RevokedHostKeys {path}\n")
+    oracle = ssh_connects(config, "rv")
+    result, stderr = reachable(run_cli, config, "rv")
+    assert (result["status"] == "pass") is oracle, (oracle, result, stderr)
+    if not oracle:
+        assert result["details"]["kind"] == "host-key", result

@@ -355,3 +355,15 @@ def test_ca_signature_algorithms_are_what_ssh_g_assembles(value: str | None, res
         return
     got = asyncio.run(planned).target.ca_signature_algorithms or algorithms.CA_SIGNATURES.defaults
     assert ",".join(got) == out["casignaturealgorithms"][0]
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+@pytest.mark.parametrize("resolver", ["ssh -G", "built-in"])
+@pytest.mark.parametrize("value", [None, "/etc/ssh/revoked_keys", "~/krl-%h", "${HOME}/krl", "relative/krl"])
+def test_revoked_host_keys_file_is_what_ssh_g_prints(value: str | None, resolver: str, tmp_path: Path) -> None:
+    """RevokedHostKeys as written: OpenSSH 9.2 expands neither ~, tokens nor variables in it."""
+    config = tmp_path / "config"
+    config.write_text("Host a\n  HostName 10.0.0.5\n" + (f"  RevokedHostKeys {value}\n" if value else ""))
+    expected = (ssh_g(config, "a") or {}).get("revokedhostkeys", [None])[0]
+    plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
+    assert plan.target.revoked_host_keys == expected
