@@ -70,6 +70,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         identity_agent=single.get("identityagent"),
         hash_known_hosts=single.get("hashknownhosts") == "yes",
         revoked_host_keys=single.get("revokedhostkeys") or None,
+        required_rsa_size=int(single.get("requiredrsasize") or 1024),
         connect_timeout=None if timeout == "none" else float(timeout),
         ciphers=_algorithm_list(single, "ciphers"),
         kex_algorithms=_algorithm_list(single, "kexalgorithms"),

@@ -212,7 +212,10 @@ class SSHTransport(Transport):
         """One connection attempt; errors worth another attempt come out as :class:`_Retryable`."""
         where = f"{host.hostname}:{host.port}"
         try:
-            options, agent = await _with_agent_keys(_with_loaded_keys(kwargs))
+            options = _with_loaded_keys(kwargs)
+            if options.get("client_keys"):
+                options["client_keys"] = _rsa_size_allowed(options["client_keys"], host.required_rsa_size)  # type: ignore[arg-type]
+            options, agent = await _with_agent_keys(options, host.required_rsa_size)
             try:
                 return await asyncssh.connect(host.hostname, **options)  # type: ignore[arg-type]  # kwargs built above
             finally:
@@ -381,10 +384,11 @@ class _HostKeyClient(asyncssh.SSHClient):
     Holds the host's CASignatureAlgorithms for :func:`_validate_server_host_key`."""
 
     def __init__(self, accept_unknown: bool, ca_signature_algorithms: Sequence[str] = (),
-                 revoked_host_keys: str | None = None) -> None:
+                 revoked_host_keys: str | None = None, required_rsa_size: int = 1024) -> None:
         self.accept_unknown = accept_unknown
         self.ca_signature_algorithms = tuple(ca_signature_algorithms) or algorithms.CA_SIGNATURES.defaults
         self.revoked_host_keys = revoked_host_keys
+        self.required_rsa_size = required_rsa_size
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         return self.accept_unknown
@@ -400,6 +404,12 @@ def _validate_server_host_key(self: asyncssh.SSHClientConnection, key_data: byte
     instead: it stands only where known_hosts trusts that key itself (or accept-new applies).
     Only envdoctor's connections (their client is a _HostKeyClient) are judged so."""
     owner = getattr(self, "_owner", None)
+    if isinstance(owner, _HostKeyClient):
+        # RequiredRSASize: ssh refuses an RSA host key (a certificate's own key too) below it.
+        bits = rsa_key_bits(key_data)
+        if bits is not None and bits < owner.required_rsa_size:
+            raise asyncssh.HostKeyNotVerifiable(f"RSA host key of {bits} bits is below RequiredRSASize "
+                                                f"{owner.required_rsa_size} (ssh refuses it too)")
     if isinstance(owner, _HostKeyClient) and owner.revoked_host_keys:
         # RevokedHostKeys first, on the key as presented (a certificate: its bare key, its
         # authority, its serial number and key ID): a file that cannot be judged refuses all.
@@ -497,7 +507,8 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
     return loaded
 
 
-async def _with_agent_keys(kwargs: dict[str, object]) -> tuple[dict[str, object], asyncssh.SSHAgentClient | None]:
+async def _with_agent_keys(kwargs: dict[str, object],
+                           required_rsa_size: int = 1024) -> tuple[dict[str, object], asyncssh.SSHAgentClient | None]:
     """When no IdentityFile gives a key to sign with, the agent's keys alone, as ssh offers them.
 
     asyncssh would read ~/.ssh's default key files for an empty key list, which ssh does not do
@@ -514,7 +525,8 @@ async def _with_agent_keys(kwargs: dict[str, object]) -> tuple[dict[str, object]
         try:
             agent = await asyncssh.connect_agent(str(path))
             if agent is not None:
-                keys = list(await agent.get_keys(kwargs.get("agent_identities")))  # type: ignore[arg-type]  # identities or None
+                keys = _rsa_size_allowed(await agent.get_keys(kwargs.get("agent_identities")),  # type: ignore[arg-type]
+                                         required_rsa_size)
         except (OSError, ValueError, asyncssh.Error) as exc:
             log.info("agent_unavailable", agent=str(path), error=str(exc))
             keys = []
@@ -616,7 +628,7 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         # Matched by us as OpenSSH matches (HostKeyAlias, [host]:port, hashes); a revoked key is refused.
         "known_hosts": (trusted, authorities, _import_keys(keys.revoked)),
         "client_factory": functools.partial(_HostKeyClient, accept_unknown, host.ca_signature_algorithms or (),
-                                            host.revoked_host_keys),
+                                            host.revoked_host_keys, host.required_rsa_size),
         "connect_timeout": timeout,
         "keepalive_interval": keepalive,
         "client_keys": identities,
@@ -690,6 +702,41 @@ def proxy_command_argv(host: ResolvedHost, environ: Mapping[str, str] = os.envir
 
     expanded = re.sub(r"%(.?)", token, "exec " + command, flags=re.DOTALL)
     return [environ.get("SHELL") or "/bin/sh", "-c", expanded]
+
+
+def _ssh_string(data: bytes, at: int) -> tuple[bytes, int]:
+    size = int.from_bytes(data[at:at + 4], "big")
+    if at + 4 + size > len(data):
+        raise ValueError("truncated")
+    return data[at + 4:at + 4 + size], at + 4 + size
+
+
+def rsa_key_bits(blob: bytes) -> int | None:
+    """The modulus size of an RSA public key blob or RSA certificate blob (``ssh-rsa``:
+    e then n; a certificate: its nonce, then e and n); None for any other key."""
+    try:
+        name, at = _ssh_string(blob, 0)
+        if name == b"ssh-rsa-cert-v01@openssh.com":
+            _, at = _ssh_string(blob, at)  # nonce
+        elif name != b"ssh-rsa":
+            return None
+        _, at = _ssh_string(blob, at)  # e
+        modulus, _ = _ssh_string(blob, at)
+    except ValueError:
+        return None
+    return int.from_bytes(modulus, "big").bit_length()
+
+
+def _rsa_size_allowed(pairs: Sequence[asyncssh.SSHKeyPair], required: int) -> list[asyncssh.SSHKeyPair]:
+    """Our own keys as ssh offers them under RequiredRSASize: an RSA key below it is skipped."""
+    kept = []
+    for pair in pairs:
+        bits = rsa_key_bits(pair.key_public_data)
+        if bits is not None and bits < required:
+            log.info("client_key_skipped", key=pair.get_comment() or "?", bits=bits, required_rsa_size=required)
+            continue
+        kept.append(pair)
+    return kept
 
 
 def certificate_signature_algorithm(cert: asyncssh.SSHCertificate) -> str | None:

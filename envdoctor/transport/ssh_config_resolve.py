@@ -51,7 +51,8 @@ BOOLEANS = {"yes": True, "true": True, "no": False, "false": False}
 SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly",
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
                     "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms",
-                    "pubkeyacceptedalgorithms", "hashknownhosts", "casignaturealgorithms", "revokedhostkeys"})
+                    "pubkeyacceptedalgorithms", "hashknownhosts", "casignaturealgorithms", "revokedhostkeys",
+                    "requiredrsasize"})
 #: Old spellings readconf.c reads as another keyword.
 KEYWORD_ALIASES = {"pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms"}
 
@@ -289,6 +290,8 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
         if value.lower() not in STRICT_VALUES:
             raise ConfigError(f"{where}: bad StrictHostKeyChecking value {value!r}")
         parsed = STRICT_VALUES[value.lower()]
+    elif keyword == "requiredrsasize":
+        parsed = int(value)  # an integer: check_value refused anything else
     elif keyword == "connecttimeout":
         parsed = None if value == "none" else parse_time(value, where)
     elif keyword in algorithms.KINDS:
@@ -519,6 +522,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         identity_agent=str(agent) if agent is not None else None,
         hash_known_hosts=bool(get("hashknownhosts", False)),
         revoked_host_keys=str(get("revokedhostkeys", "")) or None,
+        required_rsa_size=int(get("requiredrsasize", 1024)),  # type: ignore[call-overload]  # an int by construction
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
         ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]

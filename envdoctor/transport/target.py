@@ -88,6 +88,8 @@ class ResolvedHost:
     hash_known_hosts: bool = False
     #: RevokedHostKeys as written (ssh expands nothing in it): a KRL or a list of public keys.
     revoked_host_keys: str | None = None
+    #: RequiredRSASize: the fewest bits an RSA key may have, the server's and our own (OpenSSH 9.1+).
+    required_rsa_size: int = 1024
     #: IdentityAgent as ``ssh -G`` prints it (expanded): a socket path, ``none``, ``SSH_AUTH_SOCK``
     #: or ``$VAR``; None when not set (the environment's SSH_AUTH_SOCK, as for ssh).
     identity_agent: str | None = None

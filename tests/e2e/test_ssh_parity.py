@@ -775,3 +775,62 @@ def test_revoked_host_keys_refuse_what_ssh_refuses(run_cli, sshd, server_r, host
     assert (result["status"] == "pass") is oracle, (oracle, result, stderr)
     if not oracle:
         assert result["details"]["kind"] == "host-key", result
+
+
+@pytest.fixture(scope="module")
+def rsa_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
+    """An sshd with a 3072-bit RSA host key (ssh-keygen's default size) that admits a 3072-bit
+    RSA client key."""
+    root = tmp_path_factory.mktemp("sshd_rsa")
+    client = root / "client_rsa"
+    keygen(client, "rsa")
+    server = start_sshd(root / "server", [], client_key=client, host_key_type="rsa")
+    yield server
+    server.stop()
+
+
+RSA_SIZE_CASES = [
+    # (case id, RequiredRSASize line or "")
+    ("default-1024", ""),
+    ("3072-allows-3072", "RequiredRSASize 3072"),
+    ("4096-refuses-the-host-key-and-our-key", "RequiredRSASize 4096"),
+]
+
+
+@pytest.mark.parametrize("line", [c[1] for c in RSA_SIZE_CASES], ids=[c[0] for c in RSA_SIZE_CASES])
+def test_required_rsa_size_as_ssh_applies_it(run_cli, rsa_server, env, line):
+    """RequiredRSASize (OpenSSH 9.1+): ssh refuses an RSA host key below it and does not offer an
+    RSA key of its own below it; envdoctor logs in exactly where real ssh does."""
+    Path(env["kh"]).write_text(f"[127.0.0.1]:{rsa_server.port} {host_key_of(rsa_server, 'rsa')}\n")
+    config = Path(env["d"]) / "ssh_config"
+    config.write_text(f"Host rs\n  HostName 127.0.0.1\n  Port {rsa_server.port}\n  User {rsa_server.user}\n"
+                      f"  IdentityFile {rsa_server.client_key}\n  IdentitiesOnly yes\n  {line}\n"
+                      f"  UserKnownHostsFile {env['kh']}\n  StrictHostKeyChecking yes\n  BatchMode yes\n")
+    oracle = ssh_connects(config, "rs")
+    assert oracle is ("4096" not in line)
+    result, stderr = reachable(run_cli, config, "rs", env={"SSH_AUTH_SOCK": ""})
+    assert (result["status"] == "pass") is oracle, (oracle, result, stderr)
+    if not oracle:
+        assert "RequiredRSASize" in result["message"], result
+
+
+def host_key_of(server: SSHServer, kind: str) -> str:
+    return " ".join((server.root / f"host_{kind}.pub").read_text().split()[:2])
+
+
+def test_required_rsa_size_skips_our_own_small_key(run_cli, sshd, rsa_server, env):
+    """Our 3072-bit RSA key under RequiredRSASize 4096, against a host with an Ed25519 key: ssh
+    skips the key and cannot log in; neither does envdoctor (the host key is not the reason)."""
+    server = start_sshd(Path(env["d"]) / "ed_host", [], client_key=rsa_server.client_key)
+    try:
+        Path(env["kh"]).write_text(f"[127.0.0.1]:{server.port} {host_key(server)}\n")
+        config = Path(env["d"]) / "ssh_config"
+        config.write_text(f"Host rk\n  HostName 127.0.0.1\n  Port {server.port}\n  User {server.user}\n"
+                          f"  IdentityFile {rsa_server.client_key}\n  IdentitiesOnly yes\n  RequiredRSASize 4096\n"
+                          f"  UserKnownHostsFile {env['kh']}\n  StrictHostKeyChecking yes\n  BatchMode yes\n")
+        assert not ssh_connects(config, "rk")
+        assert ssh_connects(Path(str(config)), "rk", "-o", "RequiredRSASize=3072")
+        result, stderr = reachable(run_cli, config, "rk", env={"SSH_AUTH_SOCK": ""})
+        assert result["status"] == "error" and result["details"]["kind"] == "auth", (result, stderr)
+    finally:
+        server.stop()

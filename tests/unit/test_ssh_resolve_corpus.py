@@ -367,3 +367,14 @@ def test_revoked_host_keys_file_is_what_ssh_g_prints(value: str | None, resolver
     expected = (ssh_g(config, "a") or {}).get("revokedhostkeys", [None])[0]
     plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
     assert plan.target.revoked_host_keys == expected
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+@pytest.mark.parametrize("resolver", ["ssh -G", "built-in"])
+@pytest.mark.parametrize("value", [None, "2048", "4096", "512"])
+def test_required_rsa_size_is_what_ssh_g_prints(value: str | None, resolver: str, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host a\n  HostName 10.0.0.5\n" + (f"  RequiredRSASize {value}\n" if value else ""))
+    expected = int((ssh_g(config, "a") or {})["requiredrsasize"][0])
+    plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
+    assert plan.target.required_rsa_size == expected
