@@ -215,7 +215,7 @@ class SSHTransport(Transport):
             options = _with_loaded_keys(kwargs)
             if options.get("client_keys"):
                 options["client_keys"] = _rsa_size_allowed(options["client_keys"], host.required_rsa_size)  # type: ignore[arg-type]
-            options, agent = await _with_agent_keys(options, host.required_rsa_size)
+            options, agent = await _with_agent_keys(options, host.required_rsa_size, timeout)
             try:
                 return await asyncssh.connect(host.hostname, **options)  # type: ignore[arg-type]  # kwargs built above
             finally:
@@ -507,8 +507,8 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
     return loaded
 
 
-async def _with_agent_keys(kwargs: dict[str, object],
-                           required_rsa_size: int = 1024) -> tuple[dict[str, object], asyncssh.SSHAgentClient | None]:
+async def _with_agent_keys(kwargs: dict[str, object], required_rsa_size: int = 1024,
+                           timeout: float = 15.0) -> tuple[dict[str, object], asyncssh.SSHAgentClient | None]:
     """When no IdentityFile gives a key to sign with, the agent's keys alone, as ssh offers them.
 
     asyncssh would read ~/.ssh's default key files for an empty key list, which ssh does not do
@@ -523,12 +523,13 @@ async def _with_agent_keys(kwargs: dict[str, object],
     keys: list[asyncssh.SSHKeyPair] = []
     if path:
         try:
-            agent = await asyncssh.connect_agent(str(path))
-            if agent is not None:
-                keys = _rsa_size_allowed(await agent.get_keys(kwargs.get("agent_identities")),  # type: ignore[arg-type]
-                                         required_rsa_size)
-        except (OSError, ValueError, asyncssh.Error) as exc:
-            log.info("agent_unavailable", agent=str(path), error=str(exc))
+            async with asyncio.timeout(timeout):  # an agent that never answers must not hold the run
+                agent = await asyncssh.connect_agent(str(path))
+                if agent is not None:
+                    keys = _rsa_size_allowed(await agent.get_keys(kwargs.get("agent_identities")),  # type: ignore[arg-type]
+                                             required_rsa_size)
+        except (OSError, ValueError, asyncssh.Error, TimeoutError) as exc:
+            log.warning("agent_unavailable", agent=str(path), error=str(exc) or type(exc).__name__)
             keys = []
     if not keys:
         if agent is not None:

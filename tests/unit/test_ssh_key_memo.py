@@ -64,3 +64,22 @@ def test_a_public_key_as_identity_file_is_passed_over(tmp_path):
     write_key(tmp_path / "id_a")
     kwargs = {"client_keys": [str(tmp_path / "id_a.pub"), str(tmp_path / "id_a")], "ignore_encrypted": True}
     assert len(ssh._with_loaded_keys(kwargs)["client_keys"]) == 1
+
+
+def test_an_agent_that_never_answers_does_not_hold_the_connection(tmp_path):
+    """SSH_AUTH_SOCK names a socket that accepts and stays silent: after the connect timeout the
+    agent counts as absent (no key to offer), instead of the run waiting forever."""
+    import socket
+    import time
+
+    path = str(tmp_path / "agent.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    try:
+        started = time.monotonic()
+        options, agent = asyncio.run(ssh._with_agent_keys({"client_keys": [], "agent_path": path}, timeout=0.5))
+        assert time.monotonic() - started < 5
+        assert agent is None and options["public_key_auth"] is False
+    finally:
+        server.close()
