@@ -23,6 +23,7 @@ from envdoctor.inventory import (
     ssh_config_host_names,
 )
 from envdoctor.logsafe import redact_secret_values
+from envdoctor.transport import algorithms
 from envdoctor.transport.openssh import SSH_G, HostResolver, config_file_for
 from envdoctor.transport.ssh_config_resolve import resolve_builtin
 from envdoctor.transport.target import ConnectionPlan, ResolvedHost, SSHOptions
@@ -190,7 +191,8 @@ def _text_lines(entries: Sequence[PlanEntry], config_file: str | None, resolver:
         rows = [
             ("hostname", str(doc["hostname"])), ("port", str(doc["port"])), ("user", str(doc["user"])),
             ("identity files", " ".join(doc["identity_files"]) or "(none that exist)"),  # type: ignore[arg-type]  # a list
-            ("proxy jump", jumps or "none"),
+            ("proxy command", entry.plan.target.proxy_command) if entry.plan.target.proxy_command and not jumps
+            else ("proxy jump", jumps or "none"),
             ("known hosts files", " ".join(doc["known_hosts_files"]) or "none"),  # type: ignore[arg-type]  # a list
             ("strict host keys", str(doc["strict_host_key_checking"])),
             ("connect timeout", f"{timeout:g}s" if isinstance(timeout, float) else "none (envdoctor waits 15s)"),
@@ -198,9 +200,33 @@ def _text_lines(entries: Sequence[PlanEntry], config_file: str | None, resolver:
         lines.append(shown_destination(entry))
         for (label, value), field in zip(rows, _SOURCE_KEYS):
             lines.append(f"  {label:<18} {value}    [{where[field]}]")
+        lines += [f"  {label:<18} {value}    [{entry.plan.target.resolver or 'ssh -G'}]"
+                  for label, value in _extra_rows(entry.plan.target)]
         lines.append("")
     lines.append(f"resolved by {resolver}; config: {config_file or 'ssh default files (~/.ssh/config, /etc/ssh/ssh_config)'}")
     return "\n".join(lines) + "\n"
+
+
+def _extra_rows(target: ResolvedHost) -> list[tuple[str, str]]:
+    """Settings that decide the login or the host key check, shown only when the config sets
+    them (the JSON document keeps its fixed fields)."""
+    rows = []
+    if target.identity_agent is not None:
+        rows.append(("identity agent", target.identity_agent))
+    if target.certificate_files:
+        rows.append(("certificate files", " ".join(target.existing_certificate_files) or "(none that exist)"))
+    if target.host_key_alias:
+        rows.append(("host key alias", target.host_key_alias))
+    if target.revoked_host_keys:
+        rows.append(("revoked host keys", target.revoked_host_keys))
+    if target.ca_signature_algorithms is not None and \
+            tuple(target.ca_signature_algorithms) != algorithms.CA_SIGNATURES.defaults:
+        rows.append(("CA signatures", ",".join(target.ca_signature_algorithms)))
+    if target.required_rsa_size != 1024:
+        rows.append(("required RSA size", str(target.required_rsa_size)))
+    if target.hash_known_hosts:
+        rows.append(("hash known hosts", "yes (a key accepted is recorded under a hashed name)"))
+    return rows
 
 
 def hosts_report(names: Sequence[str], inventory: Inventory, options: SSHOptions, fmt: str) -> tuple[str, int]:

@@ -211,3 +211,23 @@ def test_an_inventory_host_with_a_port_is_refused_saying_why(tmp_path: Path, emp
     with pytest.raises(ConfigError, match="'ct200' is a host or group of the inventory; give it without a port"):
         resolve_hosts(["ct200:22"], load_inventory(str(tmp_path / "envdoctor.toml")),
                       ssh_config_files=[str(empty_config)])
+
+
+def test_hosts_text_shows_the_login_and_key_settings_the_config_sets(tmp_path: Path) -> None:
+    """A ProxyCommand is shown as itself (not as "proxy jump none"); IdentityAgent, CertificateFile,
+    RevokedHostKeys, CASignatureAlgorithms, RequiredRSASize and HashKnownHosts appear when set."""
+    config = tmp_path / "config"
+    config.write_text("Host gpu1\n  HostName 10.0.0.7\n  IdentityAgent /run/agent.sock\n  CertificateFile /nowhere.pub\n"
+                      "  RevokedHostKeys /etc/ssh/krl\n  ProxyCommand nc %h %p\n  CASignatureAlgorithms +ssh-rsa\n"
+                      "  RequiredRSASize 3072\n  HashKnownHosts yes\nHost plain\n  HostName 10.0.0.8\n")
+    res = envdoctor("hosts", "gpu1", "plain", "--ssh-config", str(config))
+    assert res.returncode == 0, res.stdout + res.stderr
+    gpu1, plain = res.stdout.split("\n\n")[:2]
+    for label, value in (("proxy command", "nc %h %p"), ("identity agent", "/run/agent.sock"),
+                         ("certificate files", "(none that exist)"), ("revoked host keys", "/etc/ssh/krl"),
+                         ("CA signatures", "rsa-sha2-256,ssh-rsa"), ("required RSA size", "3072"),
+                         ("hash known hosts", "yes")):
+        assert any(line.split()[:len(label.split())] == label.split() and value in line for line in gpu1.splitlines()), \
+            (label, gpu1)
+    assert "proxy jump" not in gpu1 and "proxy jump         none" in plain
+    assert not any(word in plain for word in ("identity agent", "revoked", "CA signatures", "RSA size"))
