@@ -381,7 +381,8 @@ def _local_user() -> str:
 class _HostKeyClient(asyncssh.SSHClient):
     """Decides on a key that known_hosts does not list: accepted only under accept-new (or a
     confirmed ``no``) for a host with no entry at all; asyncssh refuses revoked keys first.
-    Holds the host's CASignatureAlgorithms for :func:`_validate_server_host_key`."""
+    Holds the host's CASignatureAlgorithms, RevokedHostKeys and RequiredRSASize for
+    :func:`_validate_server_host_key`."""
 
     def __init__(self, accept_unknown: bool, ca_signature_algorithms: Sequence[str] = (),
                  revoked_host_keys: str | None = None, required_rsa_size: int = 1024) -> None:
@@ -398,40 +399,41 @@ _asyncssh_validate_server_host_key = asyncssh.SSHClientConnection.validate_serve
 
 
 def _validate_server_host_key(self: asyncssh.SSHClientConnection, key_data: bytes) -> asyncssh.SSHKey:
-    """CASignatureAlgorithms, which asyncssh does not have: a host certificate that its authority
-    signed with an algorithm the list leaves out (by default SHA-1 ``ssh-rsa``) vouches for
-    nothing, and, as ssh does ("Retry with plain key"), the server's bare key is judged
-    instead: it stands only where known_hosts trusts that key itself (or accept-new applies).
-    Only envdoctor's connections (their client is a _HostKeyClient) are judged so."""
+    """The host key as ssh judges it, before asyncssh matches it with known_hosts. Three rules
+    of ssh's that asyncssh does not have, for envdoctor's connections only (their client is a
+    _HostKeyClient):
+
+    - RequiredRSASize: an RSA host key (a certificate's own key too) below it is refused;
+    - RevokedHostKeys: a key the file revokes (a certificate: by its bare key, its authority,
+      its serial number or key ID) is refused, and so is every key when the file cannot be judged;
+    - CASignatureAlgorithms: a certificate its authority signed with an algorithm the list leaves
+      out (by default SHA-1 ``ssh-rsa``) vouches for nothing: as ssh does ("Retry with plain
+      key"), the bare key is judged instead, and stands only where known_hosts trusts it itself."""
     owner = getattr(self, "_owner", None)
-    if isinstance(owner, _HostKeyClient):
-        # RequiredRSASize: ssh refuses an RSA host key (a certificate's own key too) below it.
-        bits = rsa_key_bits(key_data)
-        if bits is not None and bits < owner.required_rsa_size:
-            raise asyncssh.HostKeyNotVerifiable(f"RSA host key of {bits} bits is below RequiredRSASize "
-                                                f"{owner.required_rsa_size} (ssh refuses it too)")
-    if isinstance(owner, _HostKeyClient) and owner.revoked_host_keys:
-        # RevokedHostKeys first, on the key as presented (a certificate: its bare key, its
-        # authority, its serial number and key ID): a file that cannot be judged refuses all.
+    if not isinstance(owner, _HostKeyClient):
+        return _asyncssh_validate_server_host_key(self, key_data)
+    bits = rsa_key_bits(key_data)
+    if bits is not None and bits < owner.required_rsa_size:
+        raise asyncssh.HostKeyNotVerifiable(f"RSA host key of {bits} bits is below RequiredRSASize "
+                                            f"{owner.required_rsa_size} (ssh refuses it too)")
+    if owner.revoked_host_keys:
         try:
             why = revoked_keys.revocation(owner.revoked_host_keys, revoked_keys.HostKey.of(key_data))
         except revoked_keys.RevocationError as exc:
             raise asyncssh.HostKeyNotVerifiable(f"{exc} (RevokedHostKeys: ssh refuses every host then)") from None
         if why:
             raise asyncssh.HostKeyNotVerifiable(f"{why} (RevokedHostKeys)")
-    if isinstance(owner, _HostKeyClient):
-        try:
-            cert = asyncssh.public_key.decode_ssh_certificate(key_data)
-        except (asyncssh.KeyImportError, ValueError):
-            cert = None
-        if cert is not None and not cert.is_x509_chain:
-            used = certificate_signature_algorithm(cert)
-            if used not in owner.ca_signature_algorithms:
-                log.warning("host_certificate_ignored", signature=used or "unreadable",
-                            allowed=",".join(owner.ca_signature_algorithms),
-                            note="its signature algorithm is not in CASignatureAlgorithms; the bare key is judged, "
-                                 "as ssh does")
-                key_data = cert.key.public_data
+    try:
+        cert = asyncssh.public_key.decode_ssh_certificate(key_data)
+    except (asyncssh.KeyImportError, ValueError):
+        cert = None
+    if cert is not None and not cert.is_x509_chain:
+        used = certificate_signature_algorithm(cert)
+        if used not in owner.ca_signature_algorithms:
+            log.warning("host_certificate_ignored", signature=used or "unreadable",
+                        allowed=",".join(owner.ca_signature_algorithms),
+                        note="its signature algorithm is not in CASignatureAlgorithms; the bare key is judged, as ssh does")
+            key_data = cert.key.public_data
     return _asyncssh_validate_server_host_key(self, key_data)
 
 
@@ -501,7 +503,9 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
         identities = load_identities(paths, False) if wants_identities else None
         found = _IDENTITIES[key] = (list(pairs), identities)
         _note_skipped_identities(paths, found[0])
-    loaded = dict(kwargs, client_keys=[copy.copy(pair) for pair in found[0]], client_certs=())
+    # The certificates are paired with the file keys now; with none, with the agent's keys later.
+    loaded = dict(kwargs, client_keys=[copy.copy(pair) for pair in found[0]],
+                  client_certs=() if found[0] else certificates)
     if found[1] is not None:
         loaded["agent_identities"] = list(found[1])
     return loaded

@@ -834,3 +834,35 @@ def test_required_rsa_size_skips_our_own_small_key(run_cli, sshd, rsa_server, en
         assert result["status"] == "error" and result["details"]["kind"] == "auth", (result, stderr)
     finally:
         server.stop()
+
+
+def test_certificate_file_pairs_with_the_agents_key(run_cli, env, user_ca_server):
+    """The key that the certificate certifies lives only in an agent (IdentityFile names its
+    public half), the certificate on disk (CertificateFile): ssh pairs them; so does envdoctor."""
+    server, key = user_ca_server
+    socket_path = Path(tempfile.mkdtemp(prefix="edc-", dir="/tmp")) / "agent.sock"
+    proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if socket_path.exists():
+                break
+            time.sleep(0.05)
+        subprocess.run(["ssh-add", "-q", str(key)], check=True, env={**os.environ, "SSH_AUTH_SOCK": str(socket_path)},
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        Path(env["kh"]).write_text(f"[127.0.0.1]:{server.port} {host_key(server)}\n")
+        config = Path(env["d"]) / "ssh_config"
+        config.write_text(f"Host ac\n  HostName 127.0.0.1\n  Port {server.port}\n  User {server.user}\n"
+                          f"  IdentityFile {key}.pub\n  IdentitiesOnly yes\n  IdentityAgent {socket_path}\n"
+                          f"  CertificateFile {key.parent / 'certified.cert'}\n  UserKnownHostsFile {env['kh']}\n"
+                          "  StrictHostKeyChecking yes\n  BatchMode yes\n")
+        environ = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+        oracle = subprocess.run(["ssh", "-F", str(config), "ac", "true"], capture_output=True,
+                                stdin=subprocess.DEVNULL, timeout=60, env=environ)
+        assert oracle.returncode == 0, oracle.stderr
+        result, stderr = reachable(run_cli, config, "ac", env={"SSH_AUTH_SOCK": ""})
+        assert result["status"] == "pass", (result, stderr)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        shutil.rmtree(socket_path.parent, ignore_errors=True)
