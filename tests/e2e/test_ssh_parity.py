@@ -9,6 +9,7 @@ StrictHostKeyChecking yes, so a connection to the other server is refused. Real 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -501,14 +502,11 @@ def test_proxy_command_with_an_unknown_token_is_refused_as_ssh_refuses_it(run_cl
     assert result["status"] != "pass" and "unknown token %z" in result["message"], result
 
 
-@pytest.fixture(scope="module")
-def agent(sshd: SSHServer) -> Iterator[str]:
-    """An ssh-agent holding the test sshd's client key, on a short socket path ending in
-    ``-127.0.0.1.sock`` (so that ``%h`` can name it)."""
+@contextlib.contextmanager
+def running_agent(socket_path: Path, key: Path) -> Iterator[str]:
+    """A real ssh-agent on ``socket_path`` holding ``key``; stopped on leaving."""
     if not (shutil.which("ssh-agent") and shutil.which("ssh-add")):
         pytest.skip("ssh-agent is not installed")
-    folder = Path(tempfile.mkdtemp(prefix="eda-", dir="/tmp"))
-    socket_path = folder / "agent-127.0.0.1.sock"
     proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -516,12 +514,23 @@ def agent(sshd: SSHServer) -> Iterator[str]:
             if socket_path.exists():
                 break
             time.sleep(0.05)
-        subprocess.run(["ssh-add", "-q", str(sshd.client_key)], check=True, env={**os.environ, "SSH_AUTH_SOCK": str(socket_path)},
+        subprocess.run(["ssh-add", "-q", str(key)], check=True, env={**os.environ, "SSH_AUTH_SOCK": str(socket_path)},
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
         yield str(socket_path)
     finally:
         proc.kill()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def agent(sshd: SSHServer) -> Iterator[str]:
+    """An ssh-agent holding the test sshd's client key, on a short socket path ending in
+    ``-127.0.0.1.sock`` (so that ``%h`` can name it)."""
+    folder = Path(tempfile.mkdtemp(prefix="eda-", dir="/tmp"))
+    try:
+        with running_agent(folder / "agent-127.0.0.1.sock", sshd.client_key) as socket_path:
+            yield socket_path
+    finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -840,29 +849,20 @@ def test_certificate_file_pairs_with_the_agents_key(run_cli, env, user_ca_server
     """The key that the certificate certifies lives only in an agent (IdentityFile names its
     public half), the certificate on disk (CertificateFile): ssh pairs them; so does envdoctor."""
     server, key = user_ca_server
-    socket_path = Path(tempfile.mkdtemp(prefix="edc-", dir="/tmp")) / "agent.sock"
-    proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    folder = Path(tempfile.mkdtemp(prefix="edc-", dir="/tmp"))
     try:
-        for _ in range(100):
-            if socket_path.exists():
-                break
-            time.sleep(0.05)
-        subprocess.run(["ssh-add", "-q", str(key)], check=True, env={**os.environ, "SSH_AUTH_SOCK": str(socket_path)},
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-        Path(env["kh"]).write_text(f"[127.0.0.1]:{server.port} {host_key(server)}\n")
-        config = Path(env["d"]) / "ssh_config"
-        config.write_text(f"Host ac\n  HostName 127.0.0.1\n  Port {server.port}\n  User {server.user}\n"
-                          f"  IdentityFile {key}.pub\n  IdentitiesOnly yes\n  IdentityAgent {socket_path}\n"
-                          f"  CertificateFile {key.parent / 'certified.cert'}\n  UserKnownHostsFile {env['kh']}\n"
-                          "  StrictHostKeyChecking yes\n  BatchMode yes\n")
-        environ = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-        oracle = subprocess.run(["ssh", "-F", str(config), "ac", "true"], capture_output=True,
-                                stdin=subprocess.DEVNULL, timeout=60, env=environ)
-        assert oracle.returncode == 0, oracle.stderr
-        result, stderr = reachable(run_cli, config, "ac", env={"SSH_AUTH_SOCK": ""})
-        assert result["status"] == "pass", (result, stderr)
+        with running_agent(folder / "agent.sock", key) as socket_path:
+            Path(env["kh"]).write_text(f"[127.0.0.1]:{server.port} {host_key(server)}\n")
+            config = Path(env["d"]) / "ssh_config"
+            config.write_text(f"Host ac\n  HostName 127.0.0.1\n  Port {server.port}\n  User {server.user}\n"
+                              f"  IdentityFile {key}.pub\n  IdentitiesOnly yes\n  IdentityAgent {socket_path}\n"
+                              f"  CertificateFile {key.parent / 'certified.cert'}\n  UserKnownHostsFile {env['kh']}\n"
+                              "  StrictHostKeyChecking yes\n  BatchMode yes\n")
+            environ = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+            oracle = subprocess.run(["ssh", "-F", str(config), "ac", "true"], capture_output=True,
+                                    stdin=subprocess.DEVNULL, timeout=60, env=environ)
+            assert oracle.returncode == 0, oracle.stderr
+            result, stderr = reachable(run_cli, config, "ac", env={"SSH_AUTH_SOCK": ""})
+            assert result["status"] == "pass", (result, stderr)
     finally:
-        proc.kill()
-        proc.wait(10)
-        shutil.rmtree(socket_path.parent, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
