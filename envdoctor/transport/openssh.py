@@ -71,6 +71,8 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         hash_known_hosts=single.get("hashknownhosts") == "yes",
         revoked_host_keys=single.get("revokedhostkeys") or None,
         required_rsa_size=int(single.get("requiredrsasize") or 1024),
+        bind_address=single.get("bindaddress") or None,
+        bind_interface=single.get("bindinterface") or None,
         connect_timeout=None if timeout == "none" else float(timeout),
         ciphers=_algorithm_list(single, "ciphers"),
         kex_algorithms=_algorithm_list(single, "kexalgorithms"),

@@ -665,6 +665,11 @@ def _connect_kwargs(host: ResolvedHost, keys: known_hosts.HostKeys, tunnel: asyn
         kwargs["tunnel"] = tunnel
     elif host.proxy_command:
         kwargs["proxy_command"] = proxy_command_argv(host)
+    elif host.bind_address:
+        kwargs["local_addr"] = (host.bind_address, 0)  # BindAddress: leave from the address ssh would
+    if host.bind_interface and tunnel is None and not host.proxy_command:
+        log.warning("bind_interface_not_applied", host=host.host, interface=host.bind_interface,
+                    note="ssh binds to that interface's address; envdoctor lets the system choose (use BindAddress)")
     _local_user()
     return kwargs
 

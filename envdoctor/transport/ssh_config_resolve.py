@@ -52,7 +52,7 @@ SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly"
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
                     "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms",
                     "pubkeyacceptedalgorithms", "hashknownhosts", "casignaturealgorithms", "revokedhostkeys",
-                    "requiredrsasize"})
+                    "requiredrsasize", "bindaddress", "bindinterface"})
 #: Old spellings readconf.c reads as another keyword.
 KEYWORD_ALIASES = {"pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms"}
 
@@ -523,6 +523,8 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         hash_known_hosts=bool(get("hashknownhosts", False)),
         revoked_host_keys=str(get("revokedhostkeys", "")) or None,
         required_rsa_size=int(get("requiredrsasize", 1024)),  # type: ignore[call-overload]  # an int by construction
+        bind_address=str(get("bindaddress", "")) or None,
+        bind_interface=str(get("bindinterface", "")) or None,
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
         ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]

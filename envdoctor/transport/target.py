@@ -90,6 +90,10 @@ class ResolvedHost:
     revoked_host_keys: str | None = None
     #: RequiredRSASize: the fewest bits an RSA key may have, the server's and our own (OpenSSH 9.1+).
     required_rsa_size: int = 1024
+    #: BindAddress: the local address the connection leaves from (None: the system's choice);
+    #: BindInterface: the interface ssh would bind to (not applied: a warning says so).
+    bind_address: str | None = None
+    bind_interface: str | None = None
     #: IdentityAgent as ``ssh -G`` prints it (expanded): a socket path, ``none``, ``SSH_AUTH_SOCK``
     #: or ``$VAR``; None when not set (the environment's SSH_AUTH_SOCK, as for ssh).
     identity_agent: str | None = None

@@ -866,3 +866,25 @@ def test_certificate_file_pairs_with_the_agents_key(run_cli, env, user_ca_server
             assert result["status"] == "pass", (result, stderr)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_bind_address_is_the_source_ssh_uses(run_cli, sshd, env, tmp_path):
+    """BindAddress: the connection leaves from 127.0.0.2, as ssh's does; the server's log (which
+    records the client's address of each login) is the witness for both."""
+    server = start_sshd(tmp_path / "bind_server", [], client_key=sshd.client_key)
+    try:
+        Path(env["kh"]).write_text(f"[127.0.0.1]:{server.port} {host_key(server)}\n")
+        config = write_config({**env, "P": str(server.port)},
+                              "Host ba\n  HostName 127.0.0.1\n  Port {P}\n  BindAddress 127.0.0.2\n")
+
+        def sources_in_log() -> list[str]:
+            return [line.split(" from ", 1)[1].split()[0] for line in server.log_text().splitlines()
+                    if "Accepted publickey" in line]
+
+        assert ssh_connects(config, "ba")
+        assert sources_in_log() == ["127.0.0.2"]
+        result, stderr = reachable(run_cli, config, "ba")
+        assert result["status"] == "pass", (result, stderr)
+        assert sources_in_log() == ["127.0.0.2", "127.0.0.2"]
+    finally:
+        server.stop()

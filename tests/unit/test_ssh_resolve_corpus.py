@@ -378,3 +378,15 @@ def test_required_rsa_size_is_what_ssh_g_prints(value: str | None, resolver: str
     expected = int((ssh_g(config, "a") or {})["requiredrsasize"][0])
     plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
     assert plan.target.required_rsa_size == expected
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
+@pytest.mark.parametrize("resolver", ["ssh -G", "built-in"])
+@pytest.mark.parametrize("lines", ["", "  BindAddress 127.0.0.2\n", "  BindInterface lo\n  BindAddress 10.1.1.1\n"])
+def test_bind_settings_are_what_ssh_g_prints(lines: str, resolver: str, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host a\n  HostName 10.0.0.5\n" + lines)
+    out = ssh_g(config, "a") or {}
+    plan = asyncio.run(HostResolver(str(config), ssh=SSH if resolver == "ssh -G" else None).plan("a", None, None))
+    assert (plan.target.bind_address, plan.target.bind_interface) == (
+        out.get("bindaddress", [None])[0], out.get("bindinterface", [None])[0])
