@@ -224,9 +224,11 @@ def _extra_rows(target: ResolvedHost) -> list[tuple[str, str]]:
         rows.append(("CA signatures", ",".join(target.ca_signature_algorithms)))
     if target.required_rsa_size != 1024:
         rows.append(("required RSA size", str(target.required_rsa_size)))
-    if target.bind_address or target.bind_interface:
-        rows.append(("bind", " ".join(filter(None, (target.bind_address, target.bind_interface and
-                                                     f"(interface {target.bind_interface}: not applied)")))))
+    bind = [target.bind_address] if target.bind_address else []
+    if target.bind_interface:
+        bind.append(f"(interface {target.bind_interface}: not applied)")
+    if bind:
+        rows.append(("bind", " ".join(bind)))
     if target.hash_known_hosts:
         rows.append(("hash known hosts", "yes (a key accepted is recorded under a hashed name)"))
     return rows
