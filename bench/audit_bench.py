@@ -42,10 +42,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envdoctor.audit import RecordAuditor  # noqa: E402  # after the sys.path line above
-from envdoctor.fleet import FleetSettings, open_transport  # noqa: E402
+from envdoctor.audit.records import RecordAuditor  # noqa: E402  # after the sys.path line above
+from envdoctor.operations.fleet import FleetSettings, open_transport  # noqa: E402
 from envdoctor.inventory import Inventory, Overrides, resolve_hosts  # noqa: E402
-from envdoctor.probe import audit as probe  # noqa: E402
+from envdoctor.probe.host import audit as probe  # noqa: E402
 from envdoctor.transport.ssh import SSHOptions  # noqa: E402
 from tests.sshd import start_sshd  # noqa: E402
 

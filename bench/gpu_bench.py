@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from envdoctor.gather import build_request  # noqa: E402  # after the sys.path line above
+from envdoctor.operations.gather import build_request  # noqa: E402  # after the sys.path line above
 from envdoctor.inventory import HostSpec  # noqa: E402
-from envdoctor.probe import gpu_stack  # noqa: E402
+from envdoctor.probe.host import gpu_stack  # noqa: E402
 from envdoctor.probe.program import run_probe  # noqa: E402
 from envdoctor.transport.local import LocalTransport  # noqa: E402
 

@@ -24,7 +24,7 @@ and no "Too many open files" may appear. Finally it reports start-up: the import
                                 [--nofile 256] [--repeat 1] [--distinct]
 
 By default every simulated host sends the same answer, as the nodes of one image do; the
-controller then decodes the environments once (envdoctor/shared_answers.py). ``--distinct``
+controller then decodes the environments once (envdoctor/probe/shared_answers.py). ``--distinct``
 makes every answer differ, for the cost on a fleet of mixed images.
 
 Not run by CI. On 2 cores the default run takes a few minutes; the servers share the cores
@@ -172,8 +172,8 @@ class SimFleet:
 
     def record_answer(self) -> str:
         """The real probe of `check` run once on this machine; every simulated host answers it."""
-        from envdoctor.gather import build_request, python_candidates
-        from envdoctor.graph import load_checks
+        from envdoctor.operations.gather import build_request, python_candidates
+        from envdoctor.engine.graph import load_checks
         from envdoctor.inventory import HostSpec
         from envdoctor.probe.program import build_program, encode_stdin, probe_command
         from envdoctor.transport.interface import shell_join

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import libcst
 
-from envdoctor.scan import ScanReport, TrustRemoteCodeScanner, might_contain_site
+from envdoctor.scan.scanner import ScanReport, TrustRemoteCodeScanner, might_contain_site
 
 BENCH_VENV = Path(os.environ.get("ENVDOCTOR_BENCH_VENV", Path.home() / ".cache" / "envdoctor-bench" / "venv"))
 BENCH_SOURCES = BENCH_VENV.parent / "sources"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from envdoctor.facts import Environment, ProgramOnPath
-from envdoctor.graph import CheckContext
-from envdoctor.host_paths import program_folder, runs_from
+from envdoctor.engine.facts import Environment, ProgramOnPath
+from envdoctor.engine.graph import CheckContext
+from envdoctor.engine.host_paths import program_folder, runs_from
 
 
 #: Why an install into the job's interpreter is only shown when the user named none.

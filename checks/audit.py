@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envdoctor.graph import CheckContext, check
-from envdoctor.results import CheckResult, errored, failed, passed, warned
+from envdoctor.engine.graph import CheckContext, check
+from envdoctor.engine.results import CheckResult, errored, failed, passed, warned
 
 if TYPE_CHECKING:
-    from envdoctor.audit import FileState
+    from envdoctor.audit.records import FileState
 
 
 @check(
@@ -25,7 +25,7 @@ def recorded_patches(ctx: CheckContext) -> CheckResult:
     ledger = ctx.facts.section("patch-ledger")
     if not ledger or not ledger.get("exists"):
         return passed("no patch ledger: envdoctor has not patched this environment")
-    from envdoctor.audit import FileState, patch_statuses  # (the audit engine, only with a ledger)
+    from envdoctor.audit.records import FileState, patch_statuses  # (the audit engine, only with a ledger)
 
     statuses, notes = patch_statuses(ledger)
     by_state: dict[FileState, list[str]] = {}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envdoctor.graph import CheckContext, check
-from envdoctor.results import CheckResult, Remedy, failed, passed, skipped, warned
+from envdoctor.engine.graph import CheckContext, check
+from envdoctor.engine.results import CheckResult, Remedy, failed, passed, skipped, warned
 
 #: Findings named in the message; the rest are in details.
 SHOWN = 3

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from envdoctor.graph import CheckContext, check
-from envdoctor.results import CheckResult, Remedy, Status, errored
+from envdoctor.engine.graph import CheckContext, check
+from envdoctor.engine.results import CheckResult, Remedy, Status, errored
 
 if TYPE_CHECKING:
     from envdoctor.gpu.stack import GpuStack

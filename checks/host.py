@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envdoctor.graph import CheckContext, check
-from envdoctor.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
+from envdoctor.engine.graph import CheckContext, check
+from envdoctor.engine.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
 
 _CONNECTION_WORDS = {
     "unreachable": "host unreachable",

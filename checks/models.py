@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from envdoctor.checks._common import target_env, target_python
 from envdoctor.checks.packages import install_remedy
 
-from envdoctor.graph import CheckContext, check
-from envdoctor.report.safe_text import escape_line
-from envdoctor.results import CheckResult, Remedy, Status, errored, failed, passed, skipped, warned
+from envdoctor.engine.graph import CheckContext, check
+from envdoctor.safe_text import escape_line
+from envdoctor.engine.results import CheckResult, Remedy, Status, errored, failed, passed, skipped, warned
 
 if TYPE_CHECKING:
-    from envdoctor.models import ModelFacts
+    from envdoctor.modelfacts.model import ModelFacts
 
 # The model modules (config, tokenizer and code readers) are imported inside the judges:
 # a host without models never pays for them at start-up.
@@ -37,7 +37,7 @@ def per_model(ctx: CheckContext, judge: Callable[[ModelFacts], CheckResult]) -> 
     """Judge each model; the worst result decides, every model's message is kept."""
     if not ctx.spec.models:
         return skipped(NO_MODELS)
-    from envdoctor.models import models_from_facts
+    from envdoctor.modelfacts.model import models_from_facts
 
     models = models_from_facts(ctx.facts)
     if not models:
@@ -71,7 +71,7 @@ def folder_contents(model: ModelFacts) -> str:
 )
 def model_config(ctx: CheckContext) -> CheckResult:
     def judge(model: ModelFacts) -> CheckResult:
-        from envdoctor.models import REQUIRED_ARCH_FIELDS, ModelConfigError
+        from envdoctor.modelfacts.model import REQUIRED_ARCH_FIELDS, ModelConfigError
 
         try:
             arch = model.architecture()
@@ -98,7 +98,7 @@ def code_imports(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
 
     def judge(model: ModelFacts) -> CheckResult:
-        from envdoctor.model_code import check_code, is_stdlib
+        from envdoctor.modelfacts.code import check_code, is_stdlib
 
         if model.error:
             return failed(f"{model.path}: {model.error}")
@@ -163,7 +163,7 @@ def tokenizer_static(ctx: CheckContext) -> CheckResult:
     env = target_env(ctx)
 
     def judge(model: ModelFacts) -> CheckResult:
-        from envdoctor.models import ModelConfigError, tokenizer_needs_ranks
+        from envdoctor.modelfacts.model import ModelConfigError, tokenizer_needs_ranks
 
         if model.error:
             return failed(f"{model.path}: {model.error}")
@@ -286,7 +286,7 @@ def tokenizer_live(ctx: CheckContext) -> CheckResult:
 )
 def mask_token(ctx: CheckContext) -> CheckResult:
     def judge(model: ModelFacts) -> CheckResult:
-        from envdoctor.models import ModelConfigError, choose_mask_token
+        from envdoctor.modelfacts.model import ModelConfigError, choose_mask_token
 
         if model.error or ("tokenizer_config.json" not in model.json_files and not model.tokenizer_json):
             return skipped(f"no readable tokenizer_config.json or tokenizer.json in {model.path}")

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import Distribution, Environment, canonicalize_name
-from envdoctor.graph import CheckContext, check
-from envdoctor.results import CheckResult, Remedy, failed, passed, skipped
+from envdoctor.engine.facts import Distribution, Environment, canonicalize_name
+from envdoctor.engine.graph import CheckContext, check
+from envdoctor.engine.results import CheckResult, Remedy, failed, passed, skipped
 
 from envdoctor.checks._common import NOT_CHOSEN, chosen_venv, target_env, target_python
 
@@ -74,7 +74,7 @@ def unmet_requirements(
 def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True, by_hand: str = "") -> Remedy:
     """``<python> -m pip install REQS`` with the job's absolute interpreter. fix runs it only into
     an interpreter the user chose, and only after pip's own plan shows it breaks nothing
-    (envdoctor.pip_remedy); ``by_hand`` says why it is only shown."""
+    (envdoctor.install.pip_remedy); ``by_hand`` says why it is only shown."""
     reqs = list(dict.fromkeys(requirements))
     argv = (target_python(ctx), "-m", "pip", "install", *ctx.settings.pip_args(), *reqs)
     summary = f"install {', '.join(reqs)} with the environment's own pip"
@@ -86,8 +86,8 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
     env = target_env(ctx)
     payload = {}
     if env is not None:
-        from envdoctor.pip_plan import plan_from_distributions  # (only when there is a remedy)
-        from envdoctor.pip_remedy import install_payload
+        from envdoctor.install.pip_plan import plan_from_distributions  # (only when there is a remedy)
+        from envdoctor.install.pip_remedy import install_payload
 
         pip = env.installed.get("pip")
         payload = install_payload(env.prefix, pip.version if pip else None,
@@ -135,7 +135,7 @@ def consistent(ctx: CheckContext) -> CheckResult:
     assert env is not None  # python.venv passed
     if not env.markers:
         return skipped(f"{env.python} did not report its platform, so markers cannot be evaluated")
-    from envdoctor.checks._consistency import check_environment, summary_lines, wanted_requirements
+    from envdoctor.install.consistency import check_environment, summary_lines, wanted_requirements
 
     found = check_environment(env)
     details = {

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-from envdoctor.facts import Environment, canonicalize_name
-from envdoctor.graph import Check, CheckContext, CheckFunc, check
-from envdoctor.patching import (
+from envdoctor.engine.facts import Environment, canonicalize_name
+from envdoctor.engine.graph import Check, CheckContext, CheckFunc, check
+from envdoctor.patching.engine import (
     APPLIED,
     CONFLICT,
     NOT_APPLICABLE,
@@ -31,7 +31,7 @@ from envdoctor.patching import (
     transform_source,
     unified_diff,
 )
-from envdoctor.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
+from envdoctor.engine.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
 
 from envdoctor.checks._common import target_env
 from envdoctor.patches import trust_remote_code

@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 
-from envdoctor.facts import canonicalize_name
-from envdoctor.graph import CheckContext, check
-from envdoctor.results import CheckResult, Status, errored, failed, passed, skipped, warned
-from envdoctor.scan_exports import ExportTable, exports_of_source, module_of_relative_path
+from envdoctor.engine.facts import canonicalize_name
+from envdoctor.engine.graph import CheckContext, check
+from envdoctor.engine.results import CheckResult, Status, errored, failed, passed, skipped, warned
+from envdoctor.scan.exports import ExportTable, exports_of_source, module_of_relative_path
 
 from envdoctor.checks.patches import trust_remote_code_remedy
 
 if TYPE_CHECKING:
-    from envdoctor.scan import ScanError, Site
+    from envdoctor.scan.scanner import ScanError, Site
 
-# The scanner itself (envdoctor.scan) is imported when there are files to scan.
+# The scanner itself (envdoctor.scan.scanner) is imported when there are files to scan.
 SECTION = "sources"
 #: Gaps named in the message; the rest are in details.
 SHOWN = 5
@@ -69,7 +69,7 @@ def scan_items(
     items = list(items)
     if not items:
         return [], []
-    from envdoctor.scan import ScanError
+    from envdoctor.scan.scanner import ScanError
 
     tables = export_tables(items) if exports is None else exports
     sites: list[InstalledSite] = []
@@ -95,7 +95,7 @@ def scan_items(
 @functools.lru_cache(maxsize=4096)
 def _scan_cached(data: bytes, path: str, exports: ExportTable | None) -> tuple[tuple[Site, ...], ScanError | None]:
     # A fleet runs the same library on many hosts, and fix evaluates twice: parse each file once.
-    from envdoctor.scan import package_of_relative_path, scan_source
+    from envdoctor.scan.scanner import package_of_relative_path, scan_source
 
     found, error = scan_source(data, path, package=package_of_relative_path(path), exports=exports)
     return tuple(found), error

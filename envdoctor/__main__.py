@@ -1,3 +1,3 @@
-from envdoctor.cli import main
+from envdoctor.cli.main import main
 
 main()

@@ -69,7 +69,7 @@ class HostSpec:
     #: The job trains a drafter (``--draft``, or a stage that asks for drafter facts).
     draft: bool = False
     #: Commands of the stages that run on this host: what they start is part of what the
-    #: job needs from its environment (envdoctor.env_choice ranks environments by it).
+    #: job needs from its environment (envdoctor.install.env_choice ranks environments by it).
     stage_commands: tuple[str, ...] = ()
 
     @property

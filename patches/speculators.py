@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envdoctor.patching import AddKeyword, Patch, ReplaceStatement, SkipFile, TransformMismatch
+from envdoctor.patching.engine import AddKeyword, Patch, ReplaceStatement, SkipFile, TransformMismatch
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -26,7 +26,7 @@ AUTO_TOKENIZER = "transformers.AutoTokenizer.from_pretrained"
 
 def tokenizer_trusts_remote_code(module: cst.Module) -> cst.Module:
     """Pass trust_remote_code=True to AutoTokenizer.from_pretrained, as the AutoConfig call does."""
-    from envdoctor.cst_edits import add_keyword_at_sites
+    from envdoctor.patching.cst_edits import add_keyword_at_sites
 
     edit = add_keyword_at_sites(module, callee=AUTO_TOKENIZER, path=GENERATOR,
                                 package="speculators.data_generation")

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from envdoctor.patch_proof import SiteKey
-from envdoctor.patching import AddKeyword, GenericPatch, Patch, SkipFile, Transform, TransformMismatch
+from envdoctor.patching.proof import SiteKey
+from envdoctor.patching.engine import AddKeyword, GenericPatch, Patch, SkipFile, Transform, TransformMismatch
 
 if TYPE_CHECKING:
     import libcst as cst
 
-    from envdoctor.scan_exports import ExportTable
+    from envdoctor.scan.exports import ExportTable
 
 PATCH_ID = "trust-remote-code"
 
@@ -48,7 +48,7 @@ def add_flag_at(
     def transform(module: cst.Module) -> cst.Module:
         # Imported when the transform runs, not when this module loads: start-up time
         # (libcst takes ~150 ms to import, and every command loads the patch definitions).
-        from envdoctor.cst_edits import add_keyword_at_sites
+        from envdoctor.patching.cst_edits import add_keyword_at_sites
 
         edit = add_keyword_at_sites(module, keys, path=path, package=package, exports=exports)
         if edit.unknown:
@@ -67,7 +67,7 @@ def for_file(
     distribution: str, version: str, path: str, sites: Collection[SiteKey], exports: ExportTable | None = None
 ) -> Patch:
     """The generic patch for one installed file: one trust_remote_code=True per named site, declared."""
-    from envdoctor.scan import KEYWORD, package_of_relative_path  # (the scanner only when a patch is built)
+    from envdoctor.scan.scanner import KEYWORD, package_of_relative_path  # (the scanner only when a patch is built)
 
     keys = tuple(sorted(sites))
     where = ",".join(f"{line}:{column}" for line, column, _ in keys)

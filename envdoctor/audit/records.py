@@ -1,7 +1,7 @@
 """Audit of installed files: RECORD verification on the host, ledger attribution here.
 
 The host runs two probe sections in one round trip: ``audit`` (every RECORD-listed file's
-size and digest, extra code, stale bytecode; see ``envdoctor/probe/audit.py``) and
+size and digest, extra code, stale bytecode; see ``envdoctor/probe/host/audit.py``) and
 ``patch-ledger`` (the ledger and the current hashes of the files it names). This module
 turns their raw output into file states, telling envdoctor's own recorded patches apart
 from foreign changes and from patches that a reinstall took away.
@@ -17,13 +17,13 @@ from enum import StrEnum
 from typing import Any
 
 from envdoctor.errors import EnvdoctorError, ProbeError
-from envdoctor.fleet import FleetSettings, open_transport
-from envdoctor.gather import problem_from_error, python_candidates
+from envdoctor.operations.fleet import FleetSettings, open_transport
+from envdoctor.operations.gather import problem_from_error, python_candidates
 from envdoctor.inventory import HostSpec
-from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
+from envdoctor.patching.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.logsafe import get_logger
 from envdoctor.probe.program import ProbeOutput, register_section, run_probe, section_code_digest
-from envdoctor.probe_schema import section_problems
+from envdoctor.probe.schema import section_problems
 from envdoctor.transport.interface import Transport
 
 log = get_logger(__name__)
@@ -289,8 +289,8 @@ async def run_audit(
 def audit_here(specs: Sequence[HostSpec], settings: FleetSettings, auditor: RecordAuditor,
                progress: Progress | None = None) -> AuditReport:
     """``audit`` of this machine (every spec local) without an event loop, as
-    :func:`envdoctor.fleet.check_here` checks it: the same coroutine, driven to its end."""
-    from envdoctor.transport.blocking import drive_each
+    :func:`envdoctor.operations.fleet.check_here` checks it: the same coroutine, driven to its end."""
+    from envdoctor.operations.blocking import drive_each
 
     results = drive_each(specs, settings.timeout, lambda spec, transport: auditor.audit(transport, spec),
                          timed_out=lambda spec: _timed_out(spec, settings), failed=_failed, progress=progress)

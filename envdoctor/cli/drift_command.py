@@ -46,7 +46,7 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
           envdoctor drift ct200 --stage gen
         """
         from envdoctor.drift.request import entry_of_command
-        from envdoctor.drift.runner import DriftOptions, run_drift
+        from envdoctor.operations.drift import DriftOptions, run_drift
         from envdoctor.report.drift_report import render
 
         selection = select_hosts(hosts, **opts)

@@ -17,8 +17,8 @@ import click
 
 from envdoctor import __version__
 from envdoctor.errors import ConfigError, EnvdoctorError, UsageError
-from envdoctor.fleet import FleetReport, FleetSettings, check_here, run_fleet
-from envdoctor.graph import CheckGraph, RemedySettings, load_checks
+from envdoctor.operations.fleet import FleetReport, FleetSettings, check_here, run_fleet
+from envdoctor.engine.graph import CheckGraph, RemedySettings, load_checks
 from envdoctor.inventory import (
     HostSpec,
     Inventory,
@@ -30,12 +30,12 @@ from envdoctor.inventory import (
 )
 from envdoctor.logsafe import configure_logging, get_logger, redact_secret_values
 from envdoctor.report import FORMATS, SCAN_FORMATS, render
-from envdoctor.report.safe_text import terminal_safe
+from envdoctor.safe_text import terminal_safe
 from envdoctor.transport.target import SSHOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-log = get_logger("envdoctor.cli")
+log = get_logger("envdoctor.cli.main")
 #: Where the group keeps -v for its commands (click's Context.meta is shared down the chain).
 VERBOSE_KEY = "envdoctor.verbose"
 
@@ -201,7 +201,7 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     graph = load_checks(Path(p) for p in opts["check_files"]) if runs_checks or names_checks else CheckGraph(())
     if patch_files:
         from envdoctor.checks.patches import patch_checks  # content builds the checks of the user's patches
-        from envdoctor.patching import user_patches
+        from envdoctor.patching.engine import user_patches
 
         specs = [replace(spec, patches=patch_files) for spec in specs]
         graph = CheckGraph([*graph.checks.values(), *patch_checks(user_patches(patch_files))])
@@ -477,7 +477,7 @@ def hosts_command(hosts: tuple[str, ...], config_path: str | None, ssh_config: s
       envdoctor hosts ct200 b300
       envdoctor hosts fleet --ssh-config ./ssh_config --format json
     """
-    from envdoctor.hosts_cmd import hosts_report
+    from envdoctor.report.hosts_plan import hosts_report
 
     if ssh_config:
         check_ssh_config(ssh_config)
@@ -523,7 +523,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, jobs: int) -> Non
       envdoctor scan . --format sarif --output trust-remote-code.sarif
     """
     from envdoctor.report.scan_report import render as render_scan
-    from envdoctor.scan import TrustRemoteCodeScanner
+    from envdoctor.scan.scanner import TrustRemoteCodeScanner
 
     for path in paths:
         if not Path(path).exists():
@@ -561,7 +561,7 @@ def merge(reports: tuple[Path, ...], fmt: str, output: str | None) -> None:
     Example:
       envdoctor merge /shared/preflight/*.json --format junit --output fleet.xml
     """
-    from envdoctor.merge import common_outcomes, group_hosts, merge_reports, render_groups_text
+    from envdoctor.report.merge import common_outcomes, group_hosts, merge_reports, render_groups_text
 
     report = merge_reports(reports)
     groups = group_hosts(report.hosts)
@@ -594,7 +594,7 @@ def patches_group() -> None:
 def list_patches(patch_files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """List every patch fix can apply: id, distribution and versions, summary (the generic
     trust-remote-code patch too, whose files check finds on each host)."""
-    from envdoctor.patching import generic_patches, load_patches
+    from envdoctor.patching.engine import generic_patches, load_patches
     from envdoctor.report.listing import render_patch_list
 
     emit(render_patch_list([*load_patches(patch_files).patches, *generic_patches()], fmt), output)
@@ -614,7 +614,7 @@ def show_patch(patch_id: str, patch_files: tuple[str, ...], fmt: str, output: st
 
 def known_patch(patch_id: str, patch_files: tuple[str, ...]) -> Any:
     """The patch named ``patch_id`` (shipped, generic or the user's); an unknown id is exit 2."""
-    from envdoctor.patching import generic_patches, load_patches
+    from envdoctor.patching.engine import generic_patches, load_patches
 
     for generic in generic_patches():
         if generic.id == patch_id:
@@ -646,7 +646,7 @@ def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, 
     import asyncio
 
     from envdoctor.report.revert_report import render_revert
-    from envdoctor.revert import revert_on_host
+    from envdoctor.operations.revert import revert_on_host
 
     known_patch(patch_id, tuple(opts.get("patch_files", ())))  # a typo is a usage error, not a host's
     selection = select_hosts(hosts, runs_checks=False, **opts)
@@ -681,7 +681,7 @@ def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **op
       envdoctor audit ct200 --venv /root/venv_sglang211
       envdoctor audit gpu-fleet --format json --output audit.json
     """
-    from envdoctor.audit import RecordAuditor, audit_here, run_audit
+    from envdoctor.audit.records import RecordAuditor, audit_here, run_audit
     from envdoctor.report.audit_report import render as render_audit
 
     selection = select_hosts(hosts, runs_checks=False, **opts)
@@ -730,7 +730,7 @@ def facts_command(host: str, draft_layers: int, fmt: str, output: str | None, **
     from envdoctor.report.facts_report import render_facts
     import asyncio
 
-    from envdoctor.stages import collect_facts_document
+    from envdoctor.stages.handoff import collect_facts_document
 
     selection = select_hosts([host], runs_checks=False, **opts)
     spec = _one_host(selection, host)
@@ -767,9 +767,9 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     {python} {venv} {model} and the facts of `envdoctor facts` ({mask_token_id},
     {dflash_target_layer_ids}, {eagle3_target_layer_ids}, {vocab_size}, ...).
     """
-    from envdoctor.fleet import HostReport
+    from envdoctor.operations.fleet import HostReport
     from envdoctor.inventory import stage_trains_drafter
-    from envdoctor.stages import command_placeholders, run_stage_on_host
+    from envdoctor.stages.handoff import command_placeholders, run_stage_on_host
 
     selection = select_hosts([host], **opts)
     stage = selection.inventory.stages.get(stage_name)
@@ -808,7 +808,7 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
         sys.exit(EXIT_OK)
     sys.exit(outcome.exit_status if outcome.exit_status is not None else EXIT_PROBLEMS)
 
-from envdoctor.drift.command import register as _register_drift  # noqa: E402  (after the helpers it takes)
+from envdoctor.cli.drift_command import register as _register_drift  # noqa: E402  (after the helpers it takes)
 
 _register_drift(cli, host_options=host_options, output_options=output_options, handle_errors=handle_errors,
                 select_hosts=select_hosts, emit=emit)

@@ -24,8 +24,8 @@ from packaging.version import InvalidVersion, Version
 
 from envdoctor.drift.baseline import ERROR, WARN, KnownGood, view
 from envdoctor.drift.signature import Callee, call_problems, constructor, function_callee
-from envdoctor.probe.drift_resolve import Resolver, Target
-from envdoctor.facts import canonicalize_name
+from envdoctor.probe.host.drift_resolve import Resolver, Target
+from envdoctor.engine.facts import canonicalize_name
 
 UNRESOLVED = "unresolved"
 SEVERITIES = (ERROR, WARN, UNRESOLVED)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envdoctor.probe.program import register_section, section_code_digest
-from envdoctor.scan import LOADER_LIBRARIES
+from envdoctor.scan.scanner import LOADER_LIBRARIES
 
 SECTION = "drift"
 register_section(SECTION, "drift")  # (its helper modules are in envdoctor.probe.program.MODULE_NEEDS)

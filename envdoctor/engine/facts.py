@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from envdoctor import shared_answers
+from envdoctor.probe import shared_answers
 from envdoctor.probe.program import ProbeOutput
 
 _NAME_SEPARATORS = re.compile(r"[-_.]+")

@@ -20,10 +20,10 @@ from types import ModuleType
 
 from envdoctor.config_trust import check_trusted_file
 from envdoctor.errors import ConfigError
-from envdoctor.facts import HostFacts
+from envdoctor.engine.facts import HostFacts
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.results import CheckResult, Status, waive
+from envdoctor.engine.results import CheckResult, Status, waive
 
 log = get_logger(__name__)
 

@@ -17,7 +17,7 @@ import posixpath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envdoctor.facts import Environment, ProgramOnPath
+    from envdoctor.engine.facts import Environment, ProgramOnPath
 
 
 def lexical(path: str) -> str:

@@ -21,7 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name as _canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import Distribution, Environment
+from envdoctor.engine.facts import Distribution, Environment
 
 #: canonicalize_name is a regex substitution; a fleet asks it the same few hundred names.
 canonicalize_name = lru_cache(maxsize=65536)(_canonicalize_name)
@@ -209,7 +209,7 @@ _ENVIRONMENTS_MAX = 256
 
 
 #: The same verdicts by the environment object itself (kept in the value, so that its id
-#: cannot be reused): hosts that sent the same answer share one (envdoctor.shared_answers),
+#: cannot be reused): hosts that sent the same answer share one (envdoctor.probe.shared_answers),
 #: and hashing 150 distributions for the key above is then work done for nothing.
 _BY_OBJECT: dict[int, tuple[Environment, Consistency]] = {}
 

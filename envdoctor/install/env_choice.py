@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import Environment, HostFacts, canonicalize_name
-from envdoctor.host_paths import same_environment
+from envdoctor.engine.facts import Environment, HostFacts, canonicalize_name
+from envdoctor.engine.host_paths import same_environment
 from envdoctor.inventory import HostSpec
 
 if TYPE_CHECKING:
@@ -136,8 +136,8 @@ def model_code_distributions(facts: HostFacts) -> list[str]:
     """The distributions the models' own code imports (read, never run); empty without models."""
     if not facts.section("models"):
         return []  # (and the model readers are not even imported)
-    from envdoctor.model_code import check_code
-    from envdoctor.models import models_from_facts
+    from envdoctor.modelfacts.code import check_code
+    from envdoctor.modelfacts.model import models_from_facts
 
     nothing = Environment(prefix="", python="", exists=False, runs=False)
     names: list[str] = []

@@ -8,7 +8,7 @@ judged here, the way ``pip check`` judges a venv: every distribution's ``Require
 (markers evaluated for the host, no extras) against the versions there would be after the
 install. A plan that adds a conflict ``pip check`` did not report before is not run.
 
-Pure: parsing and evaluation only. The commands run in :mod:`envdoctor.fleet`.
+Pure: parsing and evaluation only. The commands run in :mod:`envdoctor.operations.fleet`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import canonicalize_name
+from envdoctor.engine.facts import canonicalize_name
 
 #: pip learnt ``install --dry-run --report`` in 22.2.
 MIN_PIP = Version("22.2")

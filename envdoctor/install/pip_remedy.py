@@ -3,7 +3,7 @@
 Order of events for one ``<python> -m pip install ...`` remedy of a chosen environment:
 its pip must be able to show a plan (>= 22.2, else the command is left to the user); pip
 prints the plan (``--dry-run --report -``, same interpreter, same index options, run through
-the same code path as the install); :func:`envdoctor.pip_plan.evaluate` judges it against
+the same code path as the install); :func:`envdoctor.install.pip_plan.evaluate` judges it against
 what is installed; only a plan that adds no ``pip check`` conflict is installed. What each
 install changed is remembered, so the next remedy of the run is judged against the new state.
 """
@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envdoctor.pip_plan import PackageState, PlanError, dry_run_argv, evaluate, parse_report, supports_report
-from envdoctor.results import Remedy
+from envdoctor.install.pip_plan import PackageState, PlanError, dry_run_argv, evaluate, parse_report, supports_report
+from envdoctor.engine.results import Remedy
 from envdoctor.transport.interface import CommandResult, shell_join
 
 #: The key of Remedy.payload that marks a pip install and says what it installs into.

@@ -1,5 +1,5 @@
 """The imports of a model's own code (what ``trust_remote_code`` would run), read with libcst
-on the controller (:mod:`envdoctor.model_imports`) and checked against what the venv has
+on the controller (:mod:`envdoctor.modelfacts.code_imports`) and checked against what the venv has
 installed.
 
 Two ways model code breaks: a module the venv lacks (Kimi's tokenizer needs ``tiktoken``),
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import Environment, canonicalize_name
-from envdoctor.models import CodeFile
+from envdoctor.engine.facts import Environment, canonicalize_name
+from envdoctor.modelfacts.model import CodeFile
 
 #: Import names whose distribution is called otherwise.
 DISTRIBUTION_OF: dict[str, str] = {
@@ -74,7 +74,7 @@ class CodeParseError(ValueError):
 def read_imports(file: str, source: str) -> list[ImportRef]:
     """Every import statement of one source file, with its line."""
     # libcst takes ~150 ms to import: only runs that read model code pay for it.
-    from envdoctor.model_imports import collect_imports
+    from envdoctor.modelfacts.code_imports import collect_imports
 
     return collect_imports(file, source)
 

@@ -4,7 +4,7 @@ Which source wins for which field (the same rules the README states):
 
 - ``bos/eos/pad/unk/mask_token_id``: what ``AutoTokenizer.from_pretrained(dir)`` gives as
   ``tokenizer.<role>_token_id``: one integer or null, never a list (see
-  :mod:`envdoctor.tokenizer_static`); with ``--trust-remote-code``, the live load's.
+  :mod:`envdoctor.modelfacts.tokenizer_static`); with ``--trust-remote-code``, the live load's.
 - ``eos_token_ids``: every id generation stops on, a list: ``generation_config.json``'s
   ``eos_token_id`` (Llama 3.1: ``[128001, 128008, 128009]``), else config.json's, else the
   tokenizer's eos.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from envdoctor.models import Architecture, MaskChoice, ModelFacts, TokenizerFacts
+from envdoctor.modelfacts.model import Architecture, MaskChoice, ModelFacts, TokenizerFacts
 
 #: At most this many added tokens are listed (Llama 3 has 256, DeepSeek-V3 818, Gemma 3 thousands);
 #: the probe ships no more than this either.

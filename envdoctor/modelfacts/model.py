@@ -15,10 +15,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from envdoctor.facts import HostFacts
-from envdoctor.mask_candidates import CandidateInput, explain, find_candidates, named_ids
-from envdoctor.probe.model_tokenizer import RESERVED_TOKEN_PATTERN
-from envdoctor.tokenizer_static import (
+from envdoctor.engine.facts import HostFacts
+from envdoctor.modelfacts.mask_candidates import CandidateInput, explain, find_candidates, named_ids
+from envdoctor.probe.host.model_tokenizer import RESERVED_TOKEN_PATTERN
+from envdoctor.modelfacts.tokenizer_static import (
     StaticTokenizer,
     VocabShape,
     from_config_only,
@@ -271,7 +271,7 @@ class ModelFacts:
     auto_map: tuple[Mapping[str, str], ...] = ()
     code: tuple[CodeFile, ...] = ()
     live: Mapping[str, Any] | None = None
-    #: tokenizer.json as the probe reduced it (envdoctor.probe.model_tokenizer), or None.
+    #: tokenizer.json as the probe reduced it (envdoctor.probe.host.model_tokenizer), or None.
     tokenizer_json: Mapping[str, Any] | None = None
     #: Chat template files (chat_template.jinja, additional_chat_templates/*.jinja) as text.
     templates: Mapping[str, str] = field(default_factory=dict)
@@ -326,7 +326,7 @@ class ModelFacts:
         return None
 
     def static_tokenizer(self) -> TokenizerFacts:
-        """What AutoTokenizer would report, from the files only (see envdoctor.tokenizer_static)."""
+        """What AutoTokenizer would report, from the files only (see envdoctor.modelfacts.tokenizer_static)."""
         json_files = self.json_files
         config_ids = named_ids(json_files.get("config.json"), json_files.get("generation_config.json"))
         reduced = self.tokenizer_json
@@ -397,7 +397,7 @@ def choose_mask_token(tok: TokenizerFacts, vocab_size: int | None) -> MaskChoice
 
     Never bos/eos/pad/unk, a token the chat template names, or an id config.json or
     generation_config.json names: a drafter trained to predict after the pad token learns
-    to see padding everywhere, and loses acceptance (see envdoctor.mask_candidates).
+    to see padding everywhere, and loses acceptance (see envdoctor.modelfacts.mask_candidates).
     """
     taken = dict(tok.config_ids)
     taken.update({tok.ids[role]: f"the {role} token" for role in ("bos", "eos", "pad", "unk")

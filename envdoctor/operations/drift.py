@@ -11,8 +11,8 @@ from typing import Any
 from envdoctor.drift.judge import ERROR, PairReport, judge
 from envdoctor.drift.request import SECTION, drift_request
 from envdoctor.errors import EnvdoctorError, ProbeError
-from envdoctor.fleet import FleetSettings, open_transport
-from envdoctor.gather import problem_from_error, python_candidates
+from envdoctor.operations.fleet import FleetSettings, open_transport
+from envdoctor.operations.gather import problem_from_error, python_candidates
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
 from envdoctor.probe.program import run_probe

@@ -13,18 +13,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envdoctor.errors import EnvdoctorError, TransportError
-from envdoctor.facts import HostFacts, Problem
-from envdoctor.gather import gather_facts, problem_from_error, resolve_venv
-from envdoctor.graph import CheckGraph, RemedySettings
-from envdoctor.index_credentials import wrapped_command
+from envdoctor.engine.facts import HostFacts, Problem
+from envdoctor.operations.gather import gather_facts, problem_from_error, resolve_venv
+from envdoctor.engine.graph import CheckGraph, RemedySettings
+from envdoctor.install.index_credentials import wrapped_command
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.results import CheckResult, Remedy, Status
+from envdoctor.engine.results import CheckResult, Remedy, Status
 from envdoctor.transport.interface import CommandResult, Transport, shell_join
 from envdoctor.transport.target import SSHOptions
 
 if TYPE_CHECKING:
-    from envdoctor.pip_remedy import InstalledState
+    from envdoctor.install.pip_remedy import InstalledState
 
 log = get_logger(__name__)
 
@@ -127,7 +127,7 @@ async def run_command_remedy(
 async def run_patch_remedy(
     transport: Transport, spec: HostSpec, check_id: str, remedy: Remedy, dry_run: bool
 ) -> Action:
-    from envdoctor.patching import apply_patch_remedy  # the patch engine (libcst) only when a patch runs
+    from envdoctor.patching.engine import apply_patch_remedy  # the patch engine (libcst) only when a patch runs
 
     log.info("patch_start", host=spec.name, check=check_id, dry_run=dry_run)
     outcome = await apply_patch_remedy(transport, remedy, dry_run=dry_run)
@@ -210,7 +210,7 @@ class HostRun:
     async def install(self, transport: Transport, check_id: str, remedy: Remedy, dry_run: bool,
                       installed: InstalledState) -> Action:
         """A pip install remedy: run only when pip's own plan breaks nothing installed."""
-        from envdoctor.pip_remedy import apply_pip_install
+        from envdoctor.install.pip_remedy import apply_pip_install
 
         async def run(argv: Sequence[str]) -> CommandResult:
             log.info("remedy_start", host=self.spec.name, check=check_id, command=shell_join(argv))
@@ -228,7 +228,7 @@ class HostRun:
         remedies = pending_remedies(before)
         if not remedies:
             return HostReport(self.spec, before, before=before)
-        from envdoctor.pip_remedy import is_pip_install
+        from envdoctor.install.pip_remedy import is_pip_install
 
         self.progress(self.spec.name, "fixing")
         actions = []
@@ -307,8 +307,8 @@ async def run_fleet(
 def check_here(specs: Sequence[HostSpec], graph: CheckGraph, settings: FleetSettings, *,
                progress: Progress | None = None) -> FleetReport:
     """``check`` of this machine (every spec local), without an event loop: the same HostRun,
-    each command run to its end by envdoctor.transport.blocking (start-up: no asyncio)."""
-    from envdoctor.transport.blocking import drive_each
+    each command run to its end by envdoctor.operations.blocking (start-up: no asyncio)."""
+    from envdoctor.operations.blocking import drive_each
 
     def host(spec: HostSpec, transport: Transport | None = None) -> HostRun:
         return HostRun(spec, graph, settings, progress, transport)

@@ -22,11 +22,11 @@ from envdoctor.errors import (
     ProbeError,
     TransportError,
 )
-from envdoctor.facts import HostFacts, Problem
+from envdoctor.engine.facts import HostFacts, Problem
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
 from envdoctor.probe.program import register_section, run_probe
-from envdoctor.probe_schema import section_problems
+from envdoctor.probe.schema import section_problems
 from envdoctor.transport.interface import Transport
 
 log = get_logger(__name__)
@@ -57,7 +57,7 @@ def _models_args(spec: HostSpec) -> Mapping[str, Any]:
 # The modules that build the larger sections' arguments are imported when a section is asked
 # for: `check --only host.python` never pays for the patch engine, the scanner or drift.
 def _patch_files_args(spec: HostSpec) -> Mapping[str, Any]:
-    from envdoctor.patching import files_request, load_patches
+    from envdoctor.patching.engine import files_request, load_patches
 
     return files_request(spec.venv, load_patches(spec.patches).patches)
 
@@ -73,7 +73,7 @@ def _gpu_stack_args(spec: HostSpec) -> Mapping[str, Any]:
 
 
 def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
-    from envdoctor.scan import sources_request
+    from envdoctor.scan.scanner import sources_request
 
     return sources_request(spec.venv, spec.scan)
 
@@ -86,11 +86,11 @@ def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
 
 
 PROBE_SECTIONS: dict[str, ProbeSection] = {
-    "host": ProbeSection("host", _host_args),
+    "host": ProbeSection("machine", _host_args),
     "venvs": ProbeSection("venvs", _venvs_args),
     "sources": ProbeSection("sources", _sources_args),
     "drift": ProbeSection("drift", _drift_args),
-    "models": ProbeSection("models", _models_args),
+    "models": ProbeSection("model_files", _models_args),
     "patch_files": ProbeSection("patch_files", _patch_files_args),
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
     "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envdoctor.errors import PatchError
-from envdoctor.fleet import FleetSettings, open_transport
-from envdoctor.gather import gather_facts, resolve_venv
+from envdoctor.operations.fleet import FleetSettings, open_transport
+from envdoctor.operations.gather import gather_facts, resolve_venv
 from envdoctor.inventory import HostSpec
-from envdoctor.ledger import outside_environment
-from envdoctor.ledger import LedgerEntry, applied_patches
+from envdoctor.patching.ledger import outside_environment
+from envdoctor.patching.ledger import LedgerEntry, applied_patches
 from envdoctor.logsafe import get_logger
-from envdoctor.patching import PatchFiles, RevertResult, revert_patch
+from envdoctor.patching.engine import PatchFiles, RevertResult, revert_patch
 
 log = get_logger(__name__)
 

@@ -17,7 +17,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 if TYPE_CHECKING:
-    from envdoctor.scan_exports import ExportTable
+    from envdoctor.scan.exports import ExportTable
 
 Whitespace = cst.BaseParenthesizableWhitespace
 
@@ -156,7 +156,7 @@ def add_keyword_at_sites(
     Selection is by identity, never by line: another call on the same line (``len(...)``,
     ``.to("cuda")`` chained on the loader, ``str(path)`` in its arguments) is never touched.
     """
-    from envdoctor.scan_sites import site_nodes  # libcst side of the scanner
+    from envdoctor.scan.sites import site_nodes  # libcst side of the scanner
 
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)  # nodes stay those of `module`
     found = site_nodes(wrapper, path, package=package, precheck=False, exports=exports)

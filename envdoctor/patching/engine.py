@@ -3,12 +3,12 @@
 A :class:`Patch` (content, in ``patches/``) names a distribution, the versions that need
 it, the files it touches, a libcst transform ``Module -> Module`` that does no I/O, and
 what that transform changes (``declares``): before anything is written, the new text is
-proven to differ from the old only as declared (:mod:`envdoctor.patch_proof`); a patch
+proven to differ from the old only as declared (:mod:`envdoctor.patching.proof`); a patch
 that changes anything else is refused.
 The engine works from facts the probe already gathered (section ``patch_files``: file
 bytes, RECORD hashes, the ledger), so planning is pure: it decides the state of each patch
 (pending, applied, not-applicable, conflict), and for a pending one the new text, its
-hashes and the unified diff. Writing happens on the host, in :mod:`envdoctor.patch_host`.
+hashes and the unified diff. Writing happens on the host, in :mod:`envdoctor.patching.host`.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from packaging.version import InvalidVersion, Version
 
 from envdoctor import __version__
 from envdoctor.errors import ConfigError, PatchError
-from envdoctor.facts import Environment, HostFacts, canonicalize_name
-from envdoctor.graph import load_module_file
-from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
-from envdoctor.patch_host import KILL_AFTER_INTENT_ENV, change_request, run_host_program
-from envdoctor.patch_proof import AddKeyword as AddKeyword  # re-exported: patch files declare with these
-from envdoctor.patch_proof import Declared, prove
-from envdoctor.patch_proof import ReplaceStatement as ReplaceStatement
-from envdoctor.results import Remedy
+from envdoctor.engine.facts import Environment, HostFacts, canonicalize_name
+from envdoctor.engine.graph import load_module_file
+from envdoctor.patching.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
+from envdoctor.patching.host import KILL_AFTER_INTENT_ENV, change_request, run_host_program
+from envdoctor.patching.proof import AddKeyword as AddKeyword  # re-exported: patch files declare with these
+from envdoctor.patching.proof import Declared, prove
+from envdoctor.patching.proof import ReplaceStatement as ReplaceStatement
+from envdoctor.engine.results import Remedy
 from envdoctor.transport.interface import Transport
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ The host runs ``sh -c WRAPPER``: the wrapper notes what a non-interactive ``pyth
 and runs the bootstrap, which reads the request line and the program from stdin. The
 interpreter runs with ``-I -S``: no PYTHON* variables, no user site, no working folder on
 sys.path, and no ``site``, so no ``.pth`` file of the environment executes while it is
-being read (probe/core.py finds the site folders from the venv layout instead). So one SSH
+being read (probe/host/core.py finds the site folders from the venv layout instead). So one SSH
 session gathers every fact, whatever the host's login shell is.
 """
 
@@ -19,18 +19,18 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from envdoctor import shared_answers
+from envdoctor.probe import shared_answers
 from envdoctor.errors import ProbeError
 from envdoctor.transport.interface import Transport
 
 #: Probe modules, in the order they are concatenated; core must come first.
 CORE_MODULE = "core"
-SECTION_MODULES: dict[str, str] = {"host": "host", "venvs": "venvs"}
+SECTION_MODULES: dict[str, str] = {"host": "machine", "venvs": "venvs"}
 #: Helper modules a section module uses, sent before it (a large section can be split).
 MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot"),
-                                              "models": ("model_tokenizer", "model_spm"),
+                                              "model_files": ("model_tokenizer", "model_spm"),
                                               "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
-                                              "venvs": ("discovery",), "host": ("shims", "discovery"),
+                                              "venvs": ("discovery",), "machine": ("shims", "discovery"),
                                               # the scan's consumer selection, the owner-only cache
                                               # writer and the drift helpers
                                               "drift": ("sources", "audit_record", "audit_hash", "drift_ast",
@@ -99,7 +99,7 @@ NO_PYTHON_STATUS = 127
 def _module_source(module: str) -> str:
     # The probe's modules are files beside this one (importlib.resources would cost 6 ms of
     # start-up for the same read).
-    with open(os.path.join(os.path.dirname(__file__), f"{module}.py"), encoding="utf-8") as source:
+    with open(os.path.join(os.path.dirname(__file__), "host", f"{module}.py"), encoding="utf-8") as source:
         return without_probe_imports(source.read())
 
 
@@ -109,7 +109,7 @@ def without_probe_imports(text: str) -> str:
     kept: list[str] = []
     in_import = False
     for line in text.splitlines():
-        if line.startswith("from envdoctor.probe"):
+        if line.startswith("from envdoctor.probe.host"):
             in_import = "(" in line and ")" not in line
             continue
         if in_import:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envdoctor import shared_answers
+from envdoctor.probe import shared_answers
 
 NONE = type(None)
 TEXT = (str, NONE)

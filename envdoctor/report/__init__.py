@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envdoctor.fleet import FleetReport
+from envdoctor.operations.fleet import FleetReport
 from envdoctor.logsafe import redact_secret_values
 
 FORMATS = ("text", "json", "junit")

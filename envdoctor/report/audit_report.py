@@ -10,9 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from envdoctor.audit import AuditReport, FileState, HostAudit, display_path
+from envdoctor.audit.records import AuditReport, FileState, HostAudit, display_path
 from envdoctor.report.envelope import dump_json
-from envdoctor.report.safe_text import single_line, xml_safe
+from envdoctor.safe_text import single_line, xml_safe
 
 STATE_STYLES = {
     FileState.PATCHED: "green",

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from envdoctor.drift.judge import ERROR, UNRESOLVED, WARN
-from envdoctor.drift.runner import DriftReport, HostDrift
+from envdoctor.operations.drift import DriftReport, HostDrift
 from envdoctor.report.envelope import dump_json
 
 MARKS = {ERROR: "✗", WARN: "!", UNRESOLVED: "?"}

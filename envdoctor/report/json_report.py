@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envdoctor.fleet import FleetReport, HostReport
+from envdoctor.operations.fleet import FleetReport, HostReport
 from envdoctor.report.envelope import dump_json
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from envdoctor.fleet import FleetReport
-from envdoctor.report.safe_text import xml_safe
-from envdoctor.results import Status
+from envdoctor.operations.fleet import FleetReport
+from envdoctor.safe_text import xml_safe
+from envdoctor.engine.results import Status
 
 
 def render(report: FleetReport) -> str:

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
-from envdoctor.graph import CheckGraph
-from envdoctor.patching import GenericPatch, Patch
+from envdoctor.engine.graph import CheckGraph
+from envdoctor.patching.engine import GenericPatch, Patch
 from envdoctor.report.envelope import dump_json
 
 

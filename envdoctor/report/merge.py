@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from envdoctor.errors import UsageError
-from envdoctor.fleet import Action, FleetReport, HostReport
+from envdoctor.operations.fleet import Action, FleetReport, HostReport
 from envdoctor.inventory import HostSpec
-from envdoctor.results import CheckResult, Remedy, Status
+from envdoctor.engine.results import CheckResult, Remedy, Status
 
 #: A node's report is a few hundred KB at most; a bigger file is not one of ours.
 MAX_REPORT_BYTES = 64 * 1024 * 1024

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from envdoctor.report.envelope import dump_json
-from envdoctor.revert import HostRevert
+from envdoctor.operations.revert import HostRevert
 
 
 def _text(results: Sequence[HostRevert]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from envdoctor.report import sarif
 from envdoctor.report.envelope import dump_json
-from envdoctor.scan import STATES, ScanReport
+from envdoctor.scan.scanner import STATES, ScanReport
 
 
 def render_json(scans: Sequence[tuple[Path, ScanReport]]) -> str:

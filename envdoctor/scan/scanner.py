@@ -10,12 +10,12 @@ and docstrings is never a call.
 
 Parsing with libcst is slow (about 1 MB/s) and resolving names costs several times more,
 so a byte filter first drops the files that cannot hold a site, and CPython's ``ast`` then
-tells which files and statements libcst needs to see (:mod:`envdoctor.scan_prune`): one
+tells which files and statements libcst needs to see (:mod:`envdoctor.scan.prune`): one
 ``ast`` parse per file that passes the filter bounds it (:mod:`envdoctor.untrusted`), reads
 its re-exports and tells whether any call in it can be a site; libcst sees only the files
 with such a call, pruned to the statements that matter. The libcst part lives in
-:mod:`envdoctor.scan_sites`, imported only when a file is parsed. The
-byte filter also runs on remote hosts inside the probe (:mod:`envdoctor.probe.sources`);
+:mod:`envdoctor.scan.sites`, imported only when a file is parsed. The
+byte filter also runs on remote hosts inside the probe (:mod:`envdoctor.probe.host.sources`);
 :data:`FILTER_PATTERNS` is the one place its patterns live.
 """
 
@@ -30,13 +30,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envdoctor.probe.core import decode_source
-from envdoctor.probe.sources import bytes_might_hold_site, compile_site_filter
-from envdoctor.scan_exports import ExportTable as ExportTable  # re-exported: callers import it from here
-from envdoctor.scan_exports import exports_of_source, exports_of_tree
-from envdoctor.scan_exports import module_of_relative_path as module_of_relative_path
-from envdoctor.scan_exports import resolve_relative as resolve_relative
-from envdoctor.scan_prune import candidate_names
+from envdoctor.probe.host.core import decode_source
+from envdoctor.probe.host.sources import bytes_might_hold_site, compile_site_filter
+from envdoctor.scan.exports import ExportTable as ExportTable  # re-exported: callers import it from here
+from envdoctor.scan.exports import exports_of_source, exports_of_tree
+from envdoctor.scan.exports import module_of_relative_path as module_of_relative_path
+from envdoctor.scan.exports import resolve_relative as resolve_relative
+from envdoctor.scan.prune import candidate_names
 from envdoctor.untrusted import parsed_source_problem
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ _COMPILED_FILTER = compile_site_filter(FILTER_PATTERNS)
 _LOADER_NAME = r"(?:" + _AUTO + r"|LLM|\w*EngineArgs|ModelConfig)"
 #: The second byte filter: files that import a loader name (on an import line, or alone on a
 #: line of a parenthesised import list) may re-export it to the rest of their package; ``ast``
-#: reads their imports (see :mod:`envdoctor.scan_exports`).
+#: reads their imports (see :mod:`envdoctor.scan.exports`).
 #: Both patterns start with the literal ``import`` (a pattern that starts otherwise is tried
 #: at every byte of every file, ten times slower over a whole library).
 EXPORT_PATTERNS: tuple[tuple[tuple[str, str], ...], ...] = (
@@ -223,7 +223,7 @@ def scan_source(
     if text is None:
         return [], ScanError(path, problem)
     # libcst takes ~150 ms to import: only runs that parse a file pay for it.
-    from envdoctor.scan_sites import sites_in_text
+    from envdoctor.scan.sites import sites_in_text
 
     return sites_in_text(source, text, path, package=package, shortcuts=shortcuts, exports=exports)
 
@@ -288,7 +288,7 @@ def _survey_file(task: tuple[str, str, str | None, bool, bool]) -> _Survey:
 
     With ``shortcuts``, a file that passes the site filter is parsed with ``ast`` here, once
     for both questions: what it exports, and whether any call in it could be a site at all
-    (:func:`envdoctor.scan_prune.candidate_names` without the package's re-exports, so a
+    (:func:`envdoctor.scan.prune.candidate_names` without the package's re-exports, so a
     superset); most files that pass the byte filter have none and never reach phase 2. A
     file that ``ast`` cannot read or that fails the bounds of :mod:`envdoctor.untrusted`
     still goes on, to be reported (or parsed by libcst) as before.
@@ -421,7 +421,7 @@ MAX_SHIPPED_BYTES = 16 * 1024 * 1024
 
 
 def sources_request(venv: str | None, extra: Sequence[str] = ()) -> dict[str, Any]:
-    """Arguments of the probe section ``sources`` (see :mod:`envdoctor.probe.sources`)."""
+    """Arguments of the probe section ``sources`` (see :mod:`envdoctor.probe.host.sources`)."""
     return {
         "prefix": venv,
         "depends_on": list(LOADER_LIBRARIES),

@@ -1,6 +1,6 @@
-"""The libcst side of the scanner (:mod:`envdoctor.scan`): parse, resolve names, find sites.
+"""The libcst side of the scanner (:mod:`envdoctor.scan.scanner`): parse, resolve names, find sites.
 
-A module of its own so that importing ``envdoctor.scan`` (every ``check`` does, for the
+A module of its own so that importing ``envdoctor.scan.scanner`` (every ``check`` does, for the
 byte filter and the ``sources`` request) does not import libcst, which takes ~150 ms; it
 is imported when a file that passed the byte filter is parsed.
 """
@@ -21,8 +21,8 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from envdoctor.probe.core import decode_source
-from envdoctor.scan import (
+from envdoctor.probe.host.core import decode_source
+from envdoctor.scan.scanner import (
     EXPLICIT_FALSE,
     KEYWORD,
     KWARGS,
@@ -35,8 +35,8 @@ from envdoctor.scan import (
     Site,
     canonical_callee,
 )
-from envdoctor.scan_exports import ExportTable, resolve_export, resolve_relative
-from envdoctor.scan_prune import candidate_names, prune_source
+from envdoctor.scan.exports import ExportTable, resolve_export, resolve_relative
+from envdoctor.scan.prune import candidate_names, prune_source
 from envdoctor.untrusted import parsed_source_problem
 
 #: Last names of the vLLM entry points, for the quick look before names are resolved.
@@ -70,7 +70,7 @@ class _SiteFinder(cst.CSTVisitor):
     ``AutoModelForVision2Seq`` in another: the site reports the first name in sorted order).
     A name also bound otherwise (a parameter, a loop, an import, any other value) is not
     resolved. Names a module of the scanned distribution re-exports are followed through
-    ``exports`` (see :mod:`envdoctor.scan_exports`).
+    ``exports`` (see :mod:`envdoctor.scan.exports`).
     """
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ScopeProvider)
@@ -313,7 +313,7 @@ def _pruned_module(
     text: str, package: str | None = None, exports: ExportTable | None = None, tree: ast.Module | None = None,
     nodes: list[ast.AST] | None = None,
 ) -> cst.Module | object | None:
-    """The pruned module to resolve (see :mod:`envdoctor.scan_prune`), _NO_CANDIDATES when
+    """The pruned module to resolve (see :mod:`envdoctor.scan.prune`), _NO_CANDIDATES when
     no call can be a site, or None when the shortcut does not apply (ast cannot read it).
     ``tree`` is ``ast``'s tree of ``text`` (and ``nodes`` all of its nodes) when the caller has it already."""
     if tree is None:
@@ -337,7 +337,7 @@ def sites_in_text(
     source: bytes, text: str, path: str, *, package: str | None, shortcuts: bool,
     exports: ExportTable | None = None,
 ) -> tuple[list[Site], ScanError | None]:
-    """:func:`envdoctor.scan.scan_source` once ``source`` decoded as UTF-8 to ``text``."""
+    """:func:`envdoctor.scan.scanner.scan_source` once ``source`` decoded as UTF-8 to ``text``."""
     problem, tree, nodes = parsed_source_problem(text)  # libcst recurses per level: bound the nesting first
     if problem:
         return [], ScanError(path, problem)

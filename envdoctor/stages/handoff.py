@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envdoctor.errors import EnvdoctorError, TransportError, UsageError
-from envdoctor.facts import Environment, HostFacts
-from envdoctor.fleet import FleetSettings, open_transport
-from envdoctor.gather import gather_facts, resolve_venv
-from envdoctor.graph import CheckGraph, RemedySettings
+from envdoctor.engine.facts import Environment, HostFacts
+from envdoctor.operations.fleet import FleetSettings, open_transport
+from envdoctor.operations.gather import gather_facts, resolve_venv
+from envdoctor.engine.graph import CheckGraph, RemedySettings
 from envdoctor.gpu.document import gpu_facts
 from envdoctor.inventory import HostSpec, Stage
 from envdoctor.logsafe import get_logger
-from envdoctor.models import (
+from envdoctor.modelfacts.model import (
     ModelConfigError,
     ModelFacts,
     choose_mask_token,
@@ -36,9 +36,9 @@ from envdoctor.models import (
     eagle3_target_layer_ids,
     models_from_facts,
 )
-from envdoctor.model_facts_doc import mask_section, tokenizer_section
-from envdoctor.results import CheckResult
-from envdoctor.stage_programs import DETACHER, SUPERVISOR
+from envdoctor.modelfacts.document import mask_section, tokenizer_section
+from envdoctor.engine.results import CheckResult
+from envdoctor.stages.programs import DETACHER, SUPERVISOR
 from envdoctor.transport.interface import OutputSink, Transport
 
 log = get_logger(__name__)

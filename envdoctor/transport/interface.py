@@ -135,7 +135,7 @@ class Transport(ABC):
 
 #: The host side of an atomic replace (stdlib only, Python 3.6; needs os and tempfile): a
 #: temporary file in the same folder, fsync, rename, fsync of the folder. Shared by
-#: Transport.write_atomic and the patch program (envdoctor.patch_host), which runs it under
+#: Transport.write_atomic and the patch program (envdoctor.patching.host), which runs it under
 #: its lock.
 HOST_WRITE_ATOMIC = """
 def fsync_dir(path):

@@ -125,7 +125,7 @@ class LocalTransport(Transport):
                 await asyncio.gather(pump(proc.stdout, on_stdout), pump(proc.stderr, on_stderr))
                 return await proc.wait()
         except BaseException as exc:  # timeout, Ctrl-C: the command must not outlive us
-            # EOF on stdin first: a supervisor (see envdoctor.stages) stops its own process group.
+            # EOF on stdin first: a supervisor (see envdoctor.stages.handoff) stops its own process group.
             if proc.stdin is not None:
                 proc.stdin.close()
             try:

@@ -73,7 +73,7 @@ def sha256(path: Path) -> str:
 
 
 def write_ledger(venv: Path, patch: str, file: Path, before: str, after: str) -> None:
-    """Ledger lines as the patch engine writes them (envdoctor/ledger.py): intent, then done."""
+    """Ledger lines as the patch engine writes them (envdoctor/patching/ledger.py): intent, then done."""
     folder = venv / ".envdoctor"
     folder.mkdir(mode=0o700, exist_ok=True)
     common = {"op": "apply", "patch": patch, "file": str(file), "distribution": "six", "version": "1.17.0",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.ledger import ledger_path, unfinished
+from envdoctor.patching.ledger import ledger_path, unfinished
 from envdoctor.transport.ssh import SSHOptions, SSHTarget, SSHTransport
 from tests.e2e.faults_support import proxies, start_cli, wait_for
 from tests.e2e.test_patches import (  # noqa: F401  # fixtures, shared with the patch engine's own tests

@@ -466,7 +466,7 @@ def test_live_tokenizer_load_does_not_import_from_the_working_folder(test_env, v
 def _run_host_program(prefix: Path, op: str, changes: list[dict[str, str]]) -> tuple[int, list[dict], str]:
     import asyncio
 
-    from envdoctor.patch_host import change_request, run_host_program
+    from envdoctor.patching.host import change_request, run_host_program
     from envdoctor.transport.local import LocalTransport
 
     request = change_request(op, str(prefix), changes, version="test")
@@ -527,7 +527,7 @@ def test_probe_never_hashes_ledger_paths_outside_the_environment(tmp_path):
     """The patch-ledger section skips a ledger line naming /etc/shadow (and a symlinked ledger is not read)."""
     import asyncio
 
-    import envdoctor.gather  # noqa: F401  # registers the probe's sections
+    import envdoctor.operations.gather  # noqa: F401  # registers the probe's sections
     from envdoctor.probe.program import run_probe
     from envdoctor.transport.local import LocalTransport
 

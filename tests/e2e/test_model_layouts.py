@@ -166,7 +166,7 @@ def test_kimi_k26_mask_candidate_is_an_unnamed_special_id(corpus, layouts_venv, 
 
 def test_config_defaults_table_matches_transformers(layouts_venv, layout_env):
     """envdoctor's table of config-class defaults (vocab_size where config.json omits it) equals AutoConfig's."""
-    from envdoctor.models import CONFIG_DEFAULTS
+    from envdoctor.modelfacts.model import CONFIG_DEFAULTS
 
     program = ("import json,sys\nfrom transformers import AutoConfig\nout={}\n"
                "for mt in sys.argv[1:]:\n c=AutoConfig.for_model(mt).get_text_config()\n out[mt]=c.vocab_size\n"

@@ -20,10 +20,10 @@ from pathlib import Path
 import libcst
 import pytest
 
-from envdoctor.ledger import applied_patches, ledger_path, parse_ledger
+from envdoctor.patching.ledger import applied_patches, ledger_path, parse_ledger
 from envdoctor.patches import trust_remote_code
-from envdoctor.patching import transform_source
-from envdoctor.scan import TrustRemoteCodeScanner
+from envdoctor.patching.engine import transform_source
+from envdoctor.scan.scanner import TrustRemoteCodeScanner
 from tests.conftest import make_venv
 
 pytestmark = pytest.mark.e2e

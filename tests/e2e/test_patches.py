@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.ledger import applied_patches, ledger_path, parse_ledger, unfinished
-from envdoctor.patch_host import KILL_AFTER_INTENT_ENV
+from envdoctor.patching.ledger import applied_patches, ledger_path, parse_ledger, unfinished
+from envdoctor.patching.host import KILL_AFTER_INTENT_ENV
 from tests.conftest import make_venv
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.scan import TrustRemoteCodeScanner
+from envdoctor.scan.scanner import TrustRemoteCodeScanner
 from tests.conftest import make_venv
 
 pytestmark = pytest.mark.e2e

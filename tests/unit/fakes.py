@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envdoctor.facts import Distribution, Environment, HostFacts, ProgramOnPath
+from envdoctor.engine.facts import Distribution, Environment, HostFacts, ProgramOnPath
 from envdoctor.probe.program import ProbeOutput
 
 MARKERS = {

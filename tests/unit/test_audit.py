@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from envdoctor.audit import FileState, patch_status, reconcile
-from envdoctor.ledger import LedgerEntry
-from envdoctor.probe import audit as probe
-from envdoctor.probe import audit_hash, audit_record
+from envdoctor.audit.records import FileState, patch_status, reconcile
+from envdoctor.patching.ledger import LedgerEntry
+from envdoctor.probe.host import audit as probe
+from envdoctor.probe.host import audit_hash, audit_record
 
 DATA = b"print('hello')\n"
 HEX = hashlib.sha256(DATA).hexdigest()
@@ -301,7 +301,7 @@ def test_open_regular_refuses_a_fifo_at_once_and_reads_a_file(tmp_path):
     """The probe's reader of installed files raises for a FIFO instead of waiting for a writer."""
     import os
 
-    from envdoctor.probe.core import open_regular
+    from envdoctor.probe.host.core import open_regular
 
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(OSError, match="not a regular file"):

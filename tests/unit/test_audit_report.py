@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from envdoctor.audit import AuditedFile, AuditReport, FileState, HostAudit
+from envdoctor.audit.records import AuditedFile, AuditReport, FileState, HostAudit
 from envdoctor.report.audit_report import render
 
 

@@ -8,7 +8,7 @@ import py_compile
 
 import pytest
 
-from envdoctor.probe import audit_hash, audit_snapshot
+from envdoctor.probe.host import audit_hash, audit_snapshot
 from tests.unit.test_audit import fake_env, run_section, settle, write_dist  # noqa: F401  # fake_env is a fixture
 
 REPLAYED = "replayed"

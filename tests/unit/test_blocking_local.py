@@ -1,4 +1,4 @@
-"""`check` on this machine without an event loop (envdoctor.transport.blocking).
+"""`check` on this machine without an event loop (envdoctor.operations.blocking).
 
 The blocking transport is compared with the asyncio one (LocalTransport) on real commands,
 and `envdoctor check local` is run as a user runs it: same report as the asyncio path,
@@ -18,8 +18,8 @@ import time
 import pytest
 
 from envdoctor.errors import CommandTimeout
-from envdoctor.transport import blocking
-from envdoctor.transport.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
+from envdoctor.operations import blocking
+from envdoctor.operations.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
 from envdoctor.transport.local import LocalTransport
 
 PY = sys.executable
@@ -106,10 +106,10 @@ def run_check_local(tmp_path, mode):
     out = tmp_path / f"{mode}.json"
     code = textwrap.dedent(f"""
         import sys
-        import envdoctor.cli as cli
+        import envdoctor.cli.main as cli
         if {mode!r} == "async":
             import asyncio
-            from envdoctor.fleet import run_fleet
+            from envdoctor.operations.fleet import run_fleet
             cli.check_here = lambda specs, graph, settings, progress=None: asyncio.run(
                 run_fleet(specs, graph, settings, command="check", progress=progress))
         sys.argv = ["envdoctor", "check", "local", "--format", "json", "--output", {str(out)!r}]
@@ -140,8 +140,8 @@ def test_check_local_gives_the_asyncio_report_without_asyncio(tmp_path):
 def test_audit_here_reports_what_the_asyncio_audit_reports(tmp_path):
     """A local audit without an event loop gives the asyncio path's report: a changed file, a
     missing one and an intact one, each in the same state."""
-    from envdoctor.audit import RecordAuditor, audit_here, run_audit
-    from envdoctor.fleet import FleetSettings
+    from envdoctor.audit.records import RecordAuditor, audit_here, run_audit
+    from envdoctor.operations.fleet import FleetSettings
     from envdoctor.inventory import HostSpec
     from envdoctor.report.audit_report import render
     from tests.unit.test_audit import write_dist

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from envdoctor.facts import Problem, ProgramOnPath
-from envdoctor.graph import RemedySettings, load_checks
+from envdoctor.engine.facts import Problem, ProgramOnPath
+from envdoctor.engine.graph import RemedySettings, load_checks
 from envdoctor.inventory import HostSpec
-from envdoctor.results import Status
+from envdoctor.engine.results import Status
 from tests.unit.fakes import dist, env, facts
 
 GRAPH = load_checks()
@@ -103,7 +103,7 @@ def test_pip_trap_warns_when_pip_belongs_to_another_interpreter():
 
 def test_unreachable_host_blocks_everything_with_the_cause():
     """A connection problem is an error on host.reachable and every other check is blocked, naming its prerequisite."""
-    from envdoctor.facts import HostFacts
+    from envdoctor.engine.facts import HostFacts
 
     results = evaluate(HostSpec("h", None), HostFacts.unavailable(Problem("auth", "refused", "load the key")))
     assert results["host.reachable"].status is Status.ERROR

@@ -6,7 +6,7 @@ import json
 
 from envdoctor.drift.judge import ERROR, Finding, PairReport, remedy_for
 from envdoctor.drift.request import entry_of_command
-from envdoctor.drift.runner import DriftReport, HostDrift
+from envdoctor.operations.drift import DriftReport, HostDrift
 from envdoctor.drift.signature import call_problems
 from envdoctor.report.drift_report import render
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from envdoctor.checks.drift import scope_of
 
 from envdoctor.drift.request import stage_scope
-from envdoctor.gather import build_request
+from envdoctor.operations.gather import build_request
 from envdoctor.inventory import load_inventory
 
 INVENTORY = """

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from envdoctor.checks._consistency import check_environment
+from envdoctor.install.consistency import check_environment
 from envdoctor.errors import ConfigError
-from envdoctor.facts import Distribution
-from envdoctor.graph import load_checks
+from envdoctor.engine.facts import Distribution
+from envdoctor.engine.graph import load_checks
 from envdoctor.inventory import HostSpec, Stage, load_inventory, stage_trains_drafter
-from envdoctor.results import Status
+from envdoctor.engine.results import Status
 from tests.unit.fakes import dist, env, facts
 
 GRAPH = load_checks()
@@ -104,9 +104,9 @@ def test_disk_names_the_filesystem_of_the_venv_and_each_model():
 def test_mask_token_informs_unless_a_drafter_is_trained(monkeypatch):
     """A tokenizer with no usable mask candidate fails model.mask-token only with --draft; else it informs."""
     import envdoctor.checks.models as models_checks
-    import envdoctor.models as models
-    from envdoctor.graph import CheckContext
-    from envdoctor.models import MaskChoice
+    import envdoctor.modelfacts.model as models
+    from envdoctor.engine.graph import CheckContext
+    from envdoctor.modelfacts.model import MaskChoice
 
     class NoMask:
         error = None
@@ -212,7 +212,7 @@ def test_json_envelope_comes_first_and_cannot_be_overridden():
 def test_pth_paths_follow_site_rules_without_running_import_lines(tmp_path):
     """A .pth adds existing folders (absolute or relative to the site), in file-name order; comments,
     blank lines, missing folders, hidden files and `import` lines (code: never run) add nothing."""
-    from envdoctor.probe.venvs import pth_paths, with_pth_paths
+    from envdoctor.probe.host.venvs import pth_paths, with_pth_paths
 
     site = tmp_path / "site-packages"
     site.mkdir()

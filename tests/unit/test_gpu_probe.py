@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe import gpu_elf, gpu_host, gpu_stack
+from envdoctor.probe.host import gpu_elf, gpu_host, gpu_stack
 from tests.gpu_layouts import (
     SYM_NE_MANGLED,
     container,

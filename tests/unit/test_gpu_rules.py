@@ -9,10 +9,10 @@ import pytest
 from envdoctor.gpu import tables
 from envdoctor.gpu.stack import GpuStack, ptx_runs, sass_runs, usability
 from envdoctor.gpu.verdicts import judge
-from envdoctor.graph import CheckContext
+from envdoctor.engine.graph import CheckContext
 from envdoctor.inventory import HostSpec
 from envdoctor.probe.program import ProbeOutput
-from envdoctor.facts import HostFacts
+from envdoctor.engine.facts import HostFacts
 
 from envdoctor.checks.gpu import gpu_stack as gpu_stack_check
 
@@ -228,7 +228,7 @@ def test_extension_on_a_newer_cuda_runtime_needs_its_floor() -> None:
 
 def test_facts_document_carries_gpu() -> None:
     """`facts --format json` has a `gpu` object built from the probe's gpu-stack section."""
-    from envdoctor.stages import facts_document
+    from envdoctor.stages.handoff import facts_document
 
     facts = HostFacts.from_probe(ProbeOutput(sections={"gpu-stack": raw([("NVIDIA H100", "9.0")])}))
     doc = facts_document(HostSpec("h", None), facts, None, 5)

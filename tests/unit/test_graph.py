@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from envdoctor.errors import ConfigError
-from envdoctor.facts import HostFacts
-from envdoctor.graph import Check, CheckGraph
+from envdoctor.engine.facts import HostFacts
+from envdoctor.engine.graph import Check, CheckGraph
 from envdoctor.inventory import HostSpec
 from envdoctor.probe.program import ProbeOutput
-from envdoctor.results import Status, failed, passed, skipped
+from envdoctor.engine.results import Status, failed, passed, skipped
 
 
 def make(id: str, result, *requires: str) -> Check:
@@ -84,8 +84,8 @@ def test_only_gathers_the_sections_the_chosen_checks_and_prerequisites_read():
 
 def test_shipped_checks_declare_what_they_read():
     """Every shipped check names its probe sections, and each named section exists."""
-    from envdoctor.gather import PROBE_SECTIONS
-    from envdoctor.graph import load_checks
+    from envdoctor.operations.gather import PROBE_SECTIONS
+    from envdoctor.engine.graph import load_checks
 
     graph = load_checks()
     undeclared = [c.id for c in graph.checks.values() if c.facts is None]
@@ -98,9 +98,9 @@ def test_fleet_check_with_only_asks_the_probe_for_those_sections_alone(monkeypat
     """check --only runs the real probe on this machine with just the sections the closure reads."""
     import asyncio
 
-    from envdoctor import gather
-    from envdoctor.fleet import FleetSettings, run_fleet
-    from envdoctor.graph import load_checks
+    from envdoctor.operations import gather
+    from envdoctor.operations.fleet import FleetSettings, run_fleet
+    from envdoctor.engine.graph import load_checks
 
     asked: list[list[str]] = []
     real = gather.run_probe

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from envdoctor.checks._common import belongs_to
-from envdoctor.env_choice import others_than
-from envdoctor.facts import HostFacts
-from envdoctor.host_paths import program_folder, same_environment
+from envdoctor.install.env_choice import others_than
+from envdoctor.engine.facts import HostFacts
+from envdoctor.engine.host_paths import program_folder, same_environment
 from envdoctor.probe.program import (
     ProbeOutput,
     build_program,
@@ -28,8 +28,8 @@ from envdoctor.probe.program import (
     parse_lines,
     probe_command,
 )
-from envdoctor.probe.venvs import venvs_section
-from envdoctor.probe_schema import SECTION_SCHEMAS, SchemaMismatch, check_shape, conforms
+from envdoctor.probe.host.venvs import venvs_section
+from envdoctor.probe.schema import SECTION_SCHEMAS, SchemaMismatch, check_shape, conforms
 from tests.unit.test_probe_schema_fast import REPLACEMENTS, nodes, replaced, shape_ok
 
 REAL_KEYS = ("real_prefix", "real_bin", "real_executable_dir", "real_dir", "interpreter_real_dir")

@@ -13,14 +13,14 @@ import pytest
 
 from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError, EnvdoctorError, ProbeError, UsageError
-from envdoctor.index_credentials import index_options_to_env, wrapped_command
+from envdoctor.install.index_credentials import index_options_to_env, wrapped_command
 from envdoctor.logsafe import redact_secret_values, redact_text
-from envdoctor.model_code import CodeParseError
-from envdoctor.model_imports import collect_imports
+from envdoctor.modelfacts.code import CodeParseError
+from envdoctor.modelfacts.code_imports import collect_imports
 from envdoctor.probe.program import parse_lines
-from envdoctor.probe_schema import section_problems
-from envdoctor.report.safe_text import escape_line, terminal_safe, xml_safe
-from envdoctor.stages import command_placeholders, drop_invalid_facts, quoted_placeholders, render_command, \
+from envdoctor.probe.schema import section_problems
+from envdoctor.safe_text import escape_line, terminal_safe, xml_safe
+from envdoctor.stages.handoff import command_placeholders, drop_invalid_facts, quoted_placeholders, render_command, \
     stage_environment
 from envdoctor.untrusted import source_problem
 
@@ -236,7 +236,7 @@ def test_config_in_an_open_folder_is_refused_unless_sticky(tmp_path):
 
 def test_ledger_entries_naming_paths_outside_the_venv_are_flagged():
     """revert trusts no ledger path: a file outside the venv or a backup outside .envdoctor/backups is named."""
-    from envdoctor.ledger import LedgerEntry, outside_environment
+    from envdoctor.patching.ledger import LedgerEntry, outside_environment
 
     def entry(file: str, backup: str) -> LedgerEntry:
         return LedgerEntry.from_json({"file": file, "backup": backup, "patch": "p", "op": "apply", "phase": "done"})

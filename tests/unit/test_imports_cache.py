@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe import sources
+from envdoctor.probe.host import sources
 
 
 def make_dist(site: Path, name: str, files: dict[str, str]) -> dict:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envdoctor.checks._consistency import check_environment, marker_key
-from envdoctor.facts import Distribution, Environment
+from envdoctor.install.consistency import check_environment, marker_key
+from envdoctor.engine.facts import Distribution, Environment
 
 MARKERS = {"python_version": "3.11", "python_full_version": "3.11.7", "platform_release": "6.1.0",
            "platform_version": "#1 SMP", "sys_platform": "linux", "os_name": "posix",

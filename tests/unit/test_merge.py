@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envdoctor.errors import UsageError
-from envdoctor.merge import common_outcomes, group_hosts, merge_reports
+from envdoctor.report.merge import common_outcomes, group_hosts, merge_reports
 
 
 def node_report(results: list[tuple[str, str]], host: str = "local") -> dict:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from envdoctor.errors import EnvdoctorError, UsageError
-from envdoctor.facts import Distribution, Environment
-from envdoctor.model_code import check_code, distribution_for, read_imports
-from envdoctor.models import (
+from envdoctor.engine.facts import Distribution, Environment
+from envdoctor.modelfacts.code import check_code, distribution_for, read_imports
+from envdoctor.modelfacts.model import (
     CodeFile,
     ModelConfigError,
     choose_mask_token,
@@ -16,7 +16,7 @@ from envdoctor.models import (
     resolve_architecture,
     static_tokenizer,
 )
-from envdoctor.stages import command_placeholders, render_command
+from envdoctor.stages.handoff import command_placeholders, render_command
 from tests.kimi_fixture import FIRST_RESERVED, KIMI_CHAT_TEMPLATE, kimi_config, kimi_tokenizer_config
 
 

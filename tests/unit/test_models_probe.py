@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.facts import Distribution, Environment, HostFacts
-from envdoctor.graph import CheckContext
+from envdoctor.engine.facts import Distribution, Environment, HostFacts
+from envdoctor.engine.graph import CheckContext
 from envdoctor.inventory import HostSpec
-from envdoctor.probe import models as probe
+from envdoctor.probe.host import model_files as probe
 from envdoctor.probe.program import ProbeOutput
-from envdoctor.results import Status
-from envdoctor.stages import FACT_PLACEHOLDERS, facts_document, lookup
+from envdoctor.engine.results import Status
+from envdoctor.stages.handoff import FACT_PLACEHOLDERS, facts_document, lookup
 from envdoctor.checks import models as model_checks
 from tests.kimi_fixture import build_broken_config, build_flat, build_kimi, write_ranks
 
@@ -153,7 +153,7 @@ def test_legacy_import_names_the_working_version(model_root):
 def test_facts_document_for_a_config_that_is_not_json(model_root):
     """A broken config.json is a named problem in the facts, with null sizes, not a crash."""
     ctx = ctx_for(inspect(model_root / "broken"))
-    from envdoctor.models import models_from_facts
+    from envdoctor.modelfacts.model import models_from_facts
 
     doc = facts_document(ctx.spec, ctx.facts, models_from_facts(ctx.facts)[0], 5)
     assert any("not valid JSON" in p for p in doc["problems"])
@@ -192,7 +192,7 @@ def test_live_missing_package_fails_with_install_remedy():
 def test_facts_document_for_kimi(model_root):
     """The facts JSON has the interpreter, static ids, architecture and drafter settings."""
     ctx = ctx_for(inspect(model_root / "kimi"), dists=(("speculators", "0.3.0"),))
-    from envdoctor.models import models_from_facts
+    from envdoctor.modelfacts.model import models_from_facts
 
     doc = facts_document(ctx.spec, ctx.facts, models_from_facts(ctx.facts)[0], 6)
     assert doc["python"] == f"{V}/bin/python"

@@ -10,7 +10,7 @@ import pytest
 
 from envdoctor.errors import CommandTimeout
 from envdoctor.inventory import HostSpec, Stage
-from envdoctor.stages import FACT_PLACEHOLDERS, lookup, placeholder_values
+from envdoctor.stages.handoff import FACT_PLACEHOLDERS, lookup, placeholder_values
 from envdoctor.transport.interface import CommandResult, Transport
 from envdoctor.transport import local
 from envdoctor.transport.local import LocalTransport

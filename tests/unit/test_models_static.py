@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.mask_candidates import named_ids
-from envdoctor.models import ModelFacts, choose_mask_token, resolve_architecture
-from envdoctor.probe import model_tokenizer as reduce
-from envdoctor.probe import models as probe
-from envdoctor.tokenizer_static import chat_template_of
+from envdoctor.modelfacts.mask_candidates import named_ids
+from envdoctor.modelfacts.model import ModelFacts, choose_mask_token, resolve_architecture
+from envdoctor.probe.host import model_tokenizer as reduce
+from envdoctor.probe.host import model_files as probe
+from envdoctor.modelfacts.tokenizer_static import chat_template_of
 
 
 def tokenizer_json(path: Path, base: int, added: list[tuple[int, str, bool]], vocab_names: dict[int, str] = {},
@@ -225,7 +225,7 @@ def test_sentencepiece_pieces_are_the_vocabulary(tmp_path):
 
 def test_a_file_that_is_not_sentencepiece_is_an_error_value(tmp_path):
     """A tokenizer.model with a truncated field is reported as not a sentencepiece model."""
-    from envdoctor.probe.model_spm import reduce_sentencepiece
+    from envdoctor.probe.host.model_spm import reduce_sentencepiece
 
     path = tmp_path / "tokenizer.model"
     path.write_bytes(b"\x0a\xff\xff\x01abc")
@@ -239,7 +239,7 @@ def test_a_file_that_is_not_sentencepiece_is_an_error_value(tmp_path):
 ])
 def test_reserved_names(token, reserved):
     """The names vocabularies give unused ids match; tokens with a use (T5 sentinels, chat markers) do not."""
-    from envdoctor.mask_candidates import RESERVED_TOKEN
+    from envdoctor.modelfacts.mask_candidates import RESERVED_TOKEN
 
     assert bool(RESERVED_TOKEN.match(token)) is reserved
 

@@ -9,12 +9,12 @@ from dataclasses import replace
 from packaging.specifiers import SpecifierSet
 
 from envdoctor.checks.patches import evaluator, trust_remote_code_remedy
-from envdoctor.graph import CheckContext
+from envdoctor.engine.graph import CheckContext
 from envdoctor.inventory import HostSpec
-from envdoctor.patching import Patch
+from envdoctor.patching.engine import Patch
 from envdoctor.probe.program import ProbeOutput
-from envdoctor.results import Status
-from envdoctor.patch_proof import AddKeyword
+from envdoctor.engine.results import Status
+from envdoctor.patching.proof import AddKeyword
 from envdoctor.patches.trust_remote_code import add_flag_at
 from tests.unit.fakes import dist, env, facts
 

@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from envdoctor.cli import cli
-from envdoctor.fleet import Action, FleetReport, HostReport
+from envdoctor.cli.main import cli
+from envdoctor.operations.fleet import Action, FleetReport, HostReport
 from envdoctor.inventory import HostSpec
 from envdoctor.report import render
 
@@ -50,7 +50,7 @@ def test_user_patch_file_is_listed(tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(
         "from packaging.specifiers import SpecifierSet\n"
-        "from envdoctor.patching import Patch\n"
+        "from envdoctor.patching.engine import Patch\n"
         "MINE = Patch(id='my-fix', summary='my summary', why='w', distribution='x',\n"
         "             specifier=SpecifierSet('<2'), files=('x/a.py',), transform=lambda module: module)\n"
     )

@@ -17,9 +17,9 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from envdoctor.errors import ConfigError, PatchError
-from envdoctor.ledger import applied_patches, ledger_path, parse_ledger, unfinished
-from envdoctor.patch_host import KILL_AFTER_INTENT_ENV
-from envdoctor.patching import (
+from envdoctor.patching.ledger import applied_patches, ledger_path, parse_ledger, unfinished
+from envdoctor.patching.host import KILL_AFTER_INTENT_ENV
+from envdoctor.patching.engine import (
     APPLIED,
     CONFLICT,
     NOT_APPLICABLE,
@@ -37,7 +37,7 @@ from envdoctor.patching import (
     revert_patch,
 )
 from envdoctor.transport.local import LocalTransport
-from envdoctor.patch_proof import AddKeyword, ReplaceStatement
+from envdoctor.patching.proof import AddKeyword, ReplaceStatement
 from envdoctor.patches.trust_remote_code import add_flag_at
 from tests.unit.fakes import dist, env
 
@@ -254,7 +254,7 @@ def test_user_patch_file_is_loaded_and_checked(tmp_path):
     good = tmp_path / "mine.py"
     good.write_text(
         "from packaging.specifiers import SpecifierSet\n"
-        "from envdoctor.patching import Patch\n"
+        "from envdoctor.patching.engine import Patch\n"
         "MINE = Patch(id='mine', summary='s', why='w', distribution='x', specifier=SpecifierSet('>=1'),\n"
         "             files=('x/a.py',), transform=lambda module: module)\n"
     )
@@ -292,10 +292,10 @@ def test_user_patch_is_proven_like_a_shipped_one(venv, tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(
         "from packaging.specifiers import SpecifierSet\n"
-        "from envdoctor.patching import AddKeyword, Patch\n"
+        "from envdoctor.patching.engine import AddKeyword, Patch\n"
         "TOKENIZER = 'transformers.AutoTokenizer.from_pretrained'\n"
         "def transform(module):\n"
-        "    from envdoctor.cst_edits import add_keyword_at_sites\n"
+        "    from envdoctor.patching.cst_edits import add_keyword_at_sites\n"
         "    return add_keyword_at_sites(module, callee=TOKENIZER).module\n"
         "MINE = Patch(id='mine-flag', summary='s', why='w', distribution='demo', specifier=SpecifierSet('>=1'),\n"
         "             files=('demo/load.py',), transform=transform,\n"

@@ -7,9 +7,9 @@ from textwrap import dedent
 import libcst as cst
 import pytest
 
-from envdoctor.cst_edits import KeywordEdit, add_keyword_at_sites
-from envdoctor.patch_proof import AddKeyword, prove
-from envdoctor.patching import SkipFile, TransformMismatch
+from envdoctor.patching.cst_edits import KeywordEdit, add_keyword_at_sites
+from envdoctor.patching.proof import AddKeyword, prove
+from envdoctor.patching.engine import SkipFile, TransformMismatch
 from envdoctor.patches import trust_remote_code
 from envdoctor.patches.speculators import decoder_through_language_model, tokenizer_trusts_remote_code
 
@@ -227,7 +227,7 @@ def test_speculators_worker_040_resolves_the_language_model_itself():
 
 def generic(before: str, *sites: tuple[int, int, str], path: str = "lib/m.py") -> str:
     """The generic patch's new text for the scanner's sites, proven as the engine proves it."""
-    from envdoctor.patching import transform_source
+    from envdoctor.patching.engine import transform_source
 
     patch = trust_remote_code.for_file("lib", "1.0", path, set(sites))
     new = transform_source(patch, dedent(before).encode(), path)
@@ -236,7 +236,7 @@ def generic(before: str, *sites: tuple[int, int, str], path: str = "lib/m.py") -
 
 
 def missing_sites(before: str, path: str = "lib/m.py") -> list[tuple[int, int, str]]:
-    from envdoctor.scan import package_of_relative_path, scan_source
+    from envdoctor.scan.scanner import package_of_relative_path, scan_source
 
     sites, _ = scan_source(dedent(before).encode(), path, package=package_of_relative_path(path))
     return [(s.line, s.column, s.callee) for s in sites if s.state == "missing"]
@@ -400,7 +400,7 @@ def test_engine_refuses_a_patch_that_changes_more_than_it_declares():
     """A transform whose result differs beyond its declaration raises UndeclaredChange with the diff."""
     from packaging.specifiers import SpecifierSet
 
-    from envdoctor.patching import Patch, UndeclaredChange, transform_source
+    from envdoctor.patching.engine import Patch, UndeclaredChange, transform_source
 
     def sneaky(module: cst.Module) -> cst.Module:
         return cst.parse_module(module.code.replace("(p)", "(p, trust_remote_code=True)").replace("x = 1", "x = 2"))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from envdoctor.pip_plan import (
+from envdoctor.install.pip_plan import (
     PackageState,
     PlanError,
     dry_run_argv,
@@ -92,8 +92,8 @@ def test_malformed_report_is_a_plan_error(text):
 
 
 def _remedy(*reqs: str, pip_version: str = "24.0"):
-    from envdoctor.pip_remedy import install_payload
-    from envdoctor.results import Remedy
+    from envdoctor.install.pip_remedy import install_payload
+    from envdoctor.engine.results import Remedy
 
     return Remedy("install", argv=("/v/bin/python", "-m", "pip", "install", *reqs),
                   payload=install_payload("/v", pip_version, INSTALLED, MARKERS))
@@ -115,7 +115,7 @@ def test_an_install_is_judged_against_what_earlier_installs_of_the_run_changed()
     """After one remedy installs urllib3 2.3.0, the next plan is judged against 2.3.0, not the probe's 2.2.3."""
     import asyncio
 
-    from envdoctor.pip_remedy import apply_pip_install
+    from envdoctor.install.pip_remedy import apply_pip_install
 
     ran: list[tuple[str, ...]] = []
     answers = {"urllib3>=2.3": report(("urllib3", "2.3.0", [])),
@@ -132,7 +132,7 @@ def test_refused_plan_and_old_pip_run_nothing():
     """A breaking plan and a pip without --report end as 'by hand' with only the dry run started."""
     import asyncio
 
-    from envdoctor.pip_remedy import apply_pip_install
+    from envdoctor.install.pip_remedy import apply_pip_install
 
     ran: list[tuple[str, ...]] = []
     answers = {"urllib3<1.21": report(("urllib3", "1.20", []))}

@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
-from envdoctor.gather import build_request
+from envdoctor.operations.gather import build_request
 from envdoctor.inventory import HostSpec
 from envdoctor.probe.program import build_program, encode_stdin, parse_lines, probe_command
-from envdoctor.probe_schema import ITEM_SCHEMAS, MAX_ITEMS, SECTION_SCHEMAS, SchemaMismatch, check_shape, conforms
+from envdoctor.probe.schema import ITEM_SCHEMAS, MAX_ITEMS, SECTION_SCHEMAS, SchemaMismatch, check_shape, conforms
 
 
 class Text(str):

@@ -12,12 +12,12 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envdoctor.checks._consistency import check_environment
+from envdoctor.install.consistency import check_environment
 from envdoctor.checks.packages import satisfied_by, unmet_requirements
 from envdoctor.errors import ConfigError, ProbeError, TransportError
-from envdoctor.facts import Distribution, Environment
+from envdoctor.engine.facts import Distribution, Environment
 from envdoctor.inventory import parse_destination, parse_requirement
-from envdoctor.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
+from envdoctor.patching.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.logsafe import REDACTED, redact_secret_values, redact_text
 from envdoctor.probe.program import parse_lines
 from envdoctor.transport.interface import shell_join

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from envdoctor.graph import load_checks
+from envdoctor.engine.graph import load_checks
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from envdoctor.facts import ProgramOnPath
-from envdoctor.graph import load_checks
+from envdoctor.engine.facts import ProgramOnPath
+from envdoctor.engine.graph import load_checks
 from envdoctor.inventory import HostSpec
-from envdoctor.pip_remedy import is_pip_install
-from envdoctor.results import Status
+from envdoctor.install.pip_remedy import is_pip_install
+from envdoctor.engine.results import Status
 from tests.unit.fakes import dist, env, facts
 
 GRAPH = load_checks()

@@ -7,10 +7,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from envdoctor.fleet import Action, FleetReport, HostReport
+from envdoctor.operations.fleet import Action, FleetReport, HostReport
 from envdoctor.inventory import HostSpec
 from envdoctor.report import render
-from envdoctor.results import CheckResult, Remedy, Status
+from envdoctor.engine.results import CheckResult, Remedy, Status
 from envdoctor.transport.ssh import SSHTarget
 
 RESULTS = [
@@ -77,7 +77,7 @@ def test_config_line_is_what_decoding_and_encoding_again_would_write(config):
     decoded, given the key, and encoded again (the way it used to be done)."""
     import click
 
-    import envdoctor.cli as cli
+    import envdoctor.cli.main as cli
     from envdoctor.report.envelope import dump_json
 
     body = {"hosts": [{"host": "h", "results": [{"id": "x", "status": "pass", "message": "a\n  \"config\": b"}]}]}

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from envdoctor.probe.core import decode_source
-from envdoctor.scan import (
+from envdoctor.probe.host.core import decode_source
+from envdoctor.scan.scanner import (
     TrustRemoteCodeScanner,
     canonical_callee,
     might_contain_site,
@@ -287,8 +287,8 @@ def test_from_config_is_a_site_of_its_own_kind():
 
 def test_reexport_inside_the_package_is_followed():
     """`from .common import AutoConfig` resolves when the scanned package's common.py imports it from transformers."""
-    from envdoctor.scan import ExportTable
-    from envdoctor.scan_exports import exports_of_source
+    from envdoctor.scan.scanner import ExportTable
+    from envdoctor.scan.exports import exports_of_source
 
     common = b"try:\n    from transformers import AutoConfig\nexcept ImportError:\n    pass\nTok = __import__('x')\n"
     init = b"from .common import AutoConfig as Config\n"
@@ -346,7 +346,7 @@ def test_alias_file_passes_the_byte_filter_and_the_pruning():
     """The byte filter passes a file whose only site is via an alias; pruning keeps the alias."""
     import ast
 
-    from envdoctor.scan_prune import candidate_names, prune_source
+    from envdoctor.scan.prune import candidate_names, prune_source
 
     source = (
         "import transformers\n"
@@ -587,7 +587,7 @@ def test_prune_keeps_what_resolution_needs_and_every_position():
     string over their lines); lines, columns and relevant statements stay."""
     import ast
 
-    from envdoctor.scan_prune import candidate_names, prune_source
+    from envdoctor.scan.prune import candidate_names, prune_source
 
     tree = ast.parse(PRUNABLE)
     names = candidate_names(tree, {"from_pretrained"}, {"LLM"})
@@ -639,7 +639,7 @@ def test_prune_drops_unrelated_imports_and_merges_runs(ending):
     statements becomes one node over the same lines; the site keeps its line and column (LF and CRLF)."""
     import ast
 
-    from envdoctor.scan_prune import candidate_names, prune_source
+    from envdoctor.scan.prune import candidate_names, prune_source
 
     source = IMPORTS_AND_RUNS.replace("\n", ending)
     tree = ast.parse(source)
@@ -662,7 +662,7 @@ def test_prune_is_skipped_without_candidates():
     """A file whose calls cannot be sites is never handed to libcst."""
     import ast
 
-    from envdoctor.scan_prune import candidate_names
+    from envdoctor.scan.prune import candidate_names
 
     tree = ast.parse("import os\nfrom_pretrained = os.getcwd\nx = model.from_pretrained(p)\n")
     assert candidate_names(tree, {"from_pretrained"}, {"LLM"}) == set()
@@ -673,7 +673,7 @@ def test_reports_sarif_json_and_text(tmp_path):
     import json
 
     from envdoctor.report.scan_report import render
-    from envdoctor.scan import ScanError, ScanReport, Site
+    from envdoctor.scan.scanner import ScanError, ScanReport, Site
 
     report = ScanReport(
         (Site("a/x.py", 3, 4, TOK, "missing"), Site("a/x.py", 5, 0, CFG, "ok"), Site("b.py", 1, 0, "vllm.LLM", "kwargs")),
@@ -720,14 +720,14 @@ def test_namespace_packages_and_reexports_resolve_across_a_scanned_tree(tmp_path
     (site / "ns" / "inner").mkdir(parents=True)
     module = site / "ns" / "inner" / "m.py"
     module.write_text("from ..up import AutoModel\n")
-    from envdoctor.scan import module_of_file
+    from envdoctor.scan.scanner import module_of_file
 
     assert module_of_file(module, site / "ns") == ("ns.inner.m", "ns.inner")
 
 
 def test_from_config_and_reexport_files_pass_the_byte_filters():
     """The site filter passes from_config calls; the export filter passes files that only import a loader name."""
-    from envdoctor.scan import might_export_loader
+    from envdoctor.scan.scanner import might_export_loader
 
     assert might_contain_site(b"m = AutoModelForCausalLM.from_config(c)\n")
     assert might_contain_site(b"from x import AutoModel as M\nm = M.from_config(c)\n")
@@ -738,7 +738,7 @@ def test_from_config_and_reexport_files_pass_the_byte_filters():
 
 def test_a_class_that_only_shares_a_vllm_name_is_no_candidate():
     """sglang's own ModelConfig (imported from its package) is not parsed by libcst at all; vLLM's is a site."""
-    from envdoctor.scan_sites import _NO_CANDIDATES, _pruned_module
+    from envdoctor.scan.sites import _NO_CANDIDATES, _pruned_module
 
     own = "from sglang.srt.configs.model_config import ModelConfig\nconfig = ModelConfig(path)\n"
     assert _pruned_module(own, "sglang.srt.managers") is _NO_CANDIDATES

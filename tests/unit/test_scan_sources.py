@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.graph import CheckContext
+from envdoctor.engine.graph import CheckContext
 from envdoctor.inventory import HostSpec
 from envdoctor.probe.program import ProbeOutput
-from envdoctor.probe.sources import sources_section
-from envdoctor.results import Status
-from envdoctor.scan import sources_request
+from envdoctor.probe.host.sources import sources_section
+from envdoctor.engine.results import Status
+from envdoctor.scan.scanner import sources_request
 
 from envdoctor.checks.remote_code import scan_items, trust_remote_code_sites
 from tests.unit.fakes import env, facts
@@ -109,7 +109,7 @@ def test_budget_caps_what_one_probe_ships(venv):
 
 def test_probe_module_is_python36_stdlib_only():
     """The host side parses as Python 3.6 and imports nothing outside the standard library."""
-    source = resources.files("envdoctor.probe").joinpath("sources.py").read_text("utf-8")
+    source = resources.files("envdoctor.probe.host").joinpath("sources.py").read_text("utf-8")
     tree = ast.parse(source, feature_version=(3, 6))
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -153,7 +153,7 @@ def test_scan_items_reports_undecodable_payload():
 
 def test_probe_names_do_not_collide_with_other_sections():
     """The probe concatenates every section module into one namespace: ours must not shadow another's names."""
-    probe = resources.files("envdoctor.probe")
+    probe = resources.files("envdoctor.probe.host")
 
     def top_level(name: str) -> set[str]:
         tree = ast.parse(probe.joinpath(name).read_text("utf-8"))
@@ -166,7 +166,7 @@ def test_probe_names_do_not_collide_with_other_sections():
         return names
 
     ours = top_level("sources.py")
-    others = [p.name for p in probe.iterdir() if p.name.endswith(".py") and p.name not in ("sources.py", "program.py", "__init__.py")]
+    others = [p.name for p in probe.iterdir() if p.name.endswith(".py") and p.name not in ("sources.py", "__init__.py")]
     for other in others:
         assert not ours & top_level(other), f"sources.py and {other} both define {sorted(ours & top_level(other))}"
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from envdoctor import shared_answers
-from envdoctor.facts import HostFacts
-from envdoctor.gather import build_request
+from envdoctor.probe import shared_answers
+from envdoctor.engine.facts import HostFacts
+from envdoctor.operations.gather import build_request
 from envdoctor.inventory import HostSpec
 from envdoctor.probe.program import build_program, encode_stdin, parse_lines, probe_command
-from envdoctor.probe_schema import section_problems
+from envdoctor.probe.schema import section_problems
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from envdoctor.errors import ConfigError
-from envdoctor.hosts_cmd import PlanEntry, entry_document
+from envdoctor.report.hosts_plan import PlanEntry, entry_document
 from envdoctor.transport.openssh import HostResolver
 from envdoctor.transport.ssh_config_resolve import UnresolvableError
 

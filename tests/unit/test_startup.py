@@ -16,12 +16,12 @@ PROGRAM = textwrap.dedent(
 
     from click.testing import CliRunner
 
-    import envdoctor.cli, envdoctor.fleet, envdoctor.gather, envdoctor.revert
-    from envdoctor.cli import cli
-    from envdoctor.gather import build_request
-    from envdoctor.graph import load_checks
+    import envdoctor.cli.main, envdoctor.operations.fleet, envdoctor.operations.gather, envdoctor.operations.revert
+    from envdoctor.cli.main import cli
+    from envdoctor.operations.gather import build_request
+    from envdoctor.engine.graph import load_checks
     from envdoctor.inventory import HostSpec
-    from envdoctor.patching import load_patches
+    from envdoctor.patching.engine import load_patches
 
 
     def loaded():
@@ -42,9 +42,9 @@ PROGRAM = textwrap.dedent(
         assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.output)
     print(loaded())
 
-    from envdoctor.model_code import read_imports
-    from envdoctor.patching import transform_source
-    from envdoctor.scan import scan_source
+    from envdoctor.modelfacts.code import read_imports
+    from envdoctor.patching.engine import transform_source
+    from envdoctor.scan.scanner import scan_source
     from envdoctor.patches.speculators import MULTIMODAL_DECODER
 
     worker = b"def _setup_hidden_states_capture(model):\\n    base_model = model.model\\n"
@@ -78,7 +78,7 @@ def test_json_check_imports_neither_structlog_nor_rich():
         """
         import sys
         from click.testing import CliRunner
-        from envdoctor.cli import cli
+        from envdoctor.cli.main import cli
 
         result = CliRunner().invoke(cli, ["check", "local", "--only", "host.python", "--format", "json"])
         assert result.exit_code in (0, 1), result.output
@@ -139,7 +139,7 @@ def test_local_check_does_not_import_asyncssh() -> None:
         """
         import sys
         from click.testing import CliRunner
-        from envdoctor.cli import cli
+        from envdoctor.cli.main import cli
 
         result = CliRunner().invoke(cli, ["check", "local", "--only", "host.python", "--format", "json"])
         assert result.exit_code in (0, 1), result.output

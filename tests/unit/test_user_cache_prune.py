@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import time
 
-from envdoctor.probe import core
-from envdoctor.probe.drift import write_cache
+from envdoctor.probe.host import core
+from envdoctor.probe.host.drift import write_cache
 
 
 def _make(folder, name, age_s, *, as_dir=True):

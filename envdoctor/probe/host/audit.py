@@ -11,8 +11,8 @@ import os
 import sys
 import time
 
-from envdoctor.probe.audit_hash import HashRun, StatCache, usable_cpus
-from envdoctor.probe.audit_record import (
+from envdoctor.probe.host.audit_hash import HashRun, StatCache, usable_cpus
+from envdoctor.probe.host.audit_record import (
     digest_hex,
     fsb,
     fst,
@@ -25,14 +25,14 @@ from envdoctor.probe.audit_record import (
     stat_key,
     unpack_keys,
 )
-from envdoctor.probe.audit_snapshot import (
+from envdoctor.probe.host.audit_snapshot import (
     Snapshot,
     Watch,
     distributions_signature,
     path_exists,
     snapshot_header,
 )
-from envdoctor.probe.core import interpreter_prefix, own_site_dirs, section, site_dirs
+from envdoctor.probe.host.core import interpreter_prefix, own_site_dirs, section, site_dirs
 
 CODE_SUFFIXES_BYTES = (b".py", b".so", b".pyc", b".pth")
 #: The algorithms of a file that one RECORD lists with sha256 (most files): one shared list.

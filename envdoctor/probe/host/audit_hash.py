@@ -1,5 +1,5 @@
 # Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
-# Helpers of the "audit" section (sent before envdoctor/probe/audit.py): hashing in worker
+# Helpers of the "audit" section (sent before envdoctor/probe/host/audit.py): hashing in worker
 # processes, the .pyc header check, and the stat cache.
 #
 # The stat cache (<prefix>/.envdoctor/audit-cache, owner-only) remembers, per distribution,
@@ -19,8 +19,8 @@ import time
 from array import array
 from binascii import hexlify
 
-from envdoctor.probe.audit_record import b64_text, fsb, fst, stat_key
-from envdoctor.probe.core import READ_FLAGS, prune_user_caches, touch_user_cache
+from envdoctor.probe.host.audit_record import b64_text, fsb, fst, stat_key
+from envdoctor.probe.host.core import READ_FLAGS, prune_user_caches, touch_user_cache
 
 CHUNK = 1 << 20
 MISSING_WORDS = (-1, -1, -1, -1)

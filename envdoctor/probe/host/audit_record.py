@@ -1,5 +1,5 @@
 # Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
-# Helpers of the "audit" section (sent before envdoctor/probe/audit.py): paths as text,
+# Helpers of the "audit" section (sent before envdoctor/probe/host/audit.py): paths as text,
 # RECORD parsing and the metadata of the distributions in a site-packages folder.
 #
 # Paths are handled as text decoded from UTF-8 with surrogateescape, whatever the host's

@@ -17,8 +17,8 @@ import os
 import sys
 from array import array
 
-from envdoctor.probe.audit_hash import write_private
-from envdoctor.probe.audit_record import fsb
+from envdoctor.probe.host.audit_hash import write_private
+from envdoctor.probe.host.audit_record import fsb
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_NAME = "audit-snapshot"

@@ -10,7 +10,7 @@ import os
 import platform
 import re
 
-from envdoctor.probe.core import open_regular, read_pyvenv_cfg, site_dirs
+from envdoctor.probe.host.core import open_regular, read_pyvenv_cfg, site_dirs
 
 #: Folders users keep environments in (uv's project .venv in the home folder matches ~/.venv*).
 DISCOVERY_PATTERNS = (
@@ -104,7 +104,7 @@ def real_if_moved(path):
 
 def add_real_paths(env):
     """Add to an environment's record the host's resolution of the paths the controller
-    compares (envdoctor/host_paths.py): its prefix, its bin folder (left out when it is the
+    compares (envdoctor/engine/host_paths.py): its prefix, its bin folder (left out when it is the
     resolved prefix's bin) and its interpreter's folder. Only those links change: a few bytes
     per environment, nothing per distribution."""
     prefix = env.get("prefix") or ""

@@ -27,9 +27,9 @@ import stat
 import sys
 import time
 
-from envdoctor.probe.audit_hash import write_private
-from envdoctor.probe.audit_record import fsb
-from envdoctor.probe.core import (
+from envdoctor.probe.host.audit_hash import write_private
+from envdoctor.probe.host.audit_record import fsb
+from envdoctor.probe.host.core import (
     canonical_name,
     open_regular,
     prune_user_caches,
@@ -39,17 +39,17 @@ from envdoctor.probe.core import (
     site_entries,
     touch_user_cache,
 )
-from envdoctor.probe.drift_ast import summarize_source
-from envdoctor.probe.drift_baseline import (
+from envdoctor.probe.host.drift_ast import summarize_source
+from envdoctor.probe.host.drift_baseline import (
     baseline_candidates,
     baseline_find,
     baseline_missing,
     baseline_pins,
     baseline_satisfies,
 )
-from envdoctor.probe.drift_resolve import Resolver
-from envdoctor.probe.drift_uses import Bindings, UseFinder, imported_modules
-from envdoctor.probe.sources import src_record_python_files, src_select_distributions
+from envdoctor.probe.host.drift_resolve import Resolver
+from envdoctor.probe.host.drift_uses import Bindings, UseFinder, imported_modules
+from envdoctor.probe.host.sources import src_record_python_files, src_select_distributions
 
 DRIFT_CACHE_VERSION = 1
 DRIFT_CACHE_NAME = "drift-cache"

@@ -2,15 +2,15 @@
 # The known-good provider of a drift pair: when a consumer's own Requires-Dist (also under an
 # extra) pins the provider to versions the installed one is outside of, another environment
 # of the host that holds a pinned version is the code the consumer was written against; the
-# drift section resolves the same uses there too (envdoctor/probe/drift.py) so the
+# drift section resolves the same uses there too (envdoctor/probe/host/drift.py) so the
 # controller can tell a break of this upgrade from code that never worked. Found by reading
 # directory listings only; nothing is run.
 
 import os
 import re
 
-from envdoctor.probe.core import canonical_name, site_dirs, site_entries
-from envdoctor.probe.discovery import discover_envs
+from envdoctor.probe.host.core import canonical_name, site_dirs, site_entries
+from envdoctor.probe.host.discovery import discover_envs
 
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
 _CLAUSE = re.compile(r"^\s*(===|==|!=|~=|<=|>=|<|>)\s*(\S+)\s*$")

@@ -5,7 +5,7 @@
 # it too (envdoctor.drift), so the modules the host reads while resolving are exactly those
 # the controller will ask for.
 
-from envdoctor.probe.drift_ast import MAX_DEPTH
+from envdoctor.probe.host.drift_ast import MAX_DEPTH
 
 #: What every module object has, whatever its source defines.
 MODULE_DUNDERS = frozenset(["__name__", "__file__", "__path__", "__spec__", "__loader__", "__package__",

@@ -6,7 +6,7 @@
 
 import ast
 
-from envdoctor.probe.drift_ast import absolute_module, const_value, dotted
+from envdoctor.probe.host.drift_ast import absolute_module, const_value, dotted
 
 #: Handlers that make their try body guarded code (the author expected it could fail).
 GUARD_EXCEPTIONS = frozenset(["ImportError", "ModuleNotFoundError", "AttributeError", "TypeError",

@@ -18,7 +18,7 @@ import struct
 import sys
 from array import array
 
-from envdoctor.probe.core import open_regular
+from envdoctor.probe.host.core import open_regular
 
 #: Torch's own libraries: the ones an extension's symbols are looked up in.
 TORCH_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so",

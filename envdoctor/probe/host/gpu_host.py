@@ -12,8 +12,8 @@
 import os
 import re
 
-from envdoctor.probe.core import open_regular, run_command
-from envdoctor.probe.gpu_elf import TORCH_LIBS
+from envdoctor.probe.host.core import open_regular, run_command
+from envdoctor.probe.host.gpu_elf import TORCH_LIBS
 
 MAX_TEXT = 65536
 _VERSION_TEXT = re.compile(r"(\d+\.\d+(?:\.\d+)?)")

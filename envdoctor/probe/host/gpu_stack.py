@@ -20,11 +20,11 @@ import struct
 import sys
 import time
 
-from envdoctor.probe.audit_hash import write_private
-from envdoctor.probe.audit_record import fsb, stat_key
-from envdoctor.probe.core import open_regular, prune_user_caches, section, site_dirs, touch_user_cache
-from envdoctor.probe.gpu_elf import TORCH_LIBS, Elf, ElfError, ExportTable, dynamic_needed, fatbin_summary, torch_undefined
-from envdoctor.probe.gpu_host import driver_facts, host_root, read_small, read_small_limit, smi_facts, torch_facts
+from envdoctor.probe.host.audit_hash import write_private
+from envdoctor.probe.host.audit_record import fsb, stat_key
+from envdoctor.probe.host.core import open_regular, prune_user_caches, section, site_dirs, touch_user_cache
+from envdoctor.probe.host.gpu_elf import TORCH_LIBS, Elf, ElfError, ExportTable, dynamic_needed, fatbin_summary, torch_undefined
+from envdoctor.probe.host.gpu_host import driver_facts, host_root, read_small, read_small_limit, smi_facts, torch_facts
 
 GPU_CACHE_VERSION = 1
 GPU_CACHE_NAME = "gpu-stack-cache"

@@ -7,9 +7,9 @@ import shutil
 import socket
 import sys
 
-from envdoctor.probe.core import run_command, section
-from envdoctor.probe.discovery import real_if_moved
-from envdoctor.probe.shims import follow_launcher, script_interpreter
+from envdoctor.probe.host.core import run_command, section
+from envdoctor.probe.host.discovery import real_if_moved
+from envdoctor.probe.host.shims import follow_launcher, script_interpreter
 
 def describe_program(path):
     """Where a program found on PATH really points: its realpath, the file that really runs

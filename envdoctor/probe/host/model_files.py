@@ -17,9 +17,9 @@ import shutil
 import sys
 import tempfile
 
-from envdoctor.probe.core import decode_source, open_regular, run_command, section
-from envdoctor.probe.model_spm import reduce_sentencepiece
-from envdoctor.probe.model_tokenizer import chat_template_files, named_token_strings, reduce_tokenizer_json
+from envdoctor.probe.host.core import decode_source, open_regular, run_command, section
+from envdoctor.probe.host.model_spm import reduce_sentencepiece
+from envdoctor.probe.host.model_tokenizer import chat_template_files, named_token_strings, reduce_tokenizer_json
 
 MODEL_JSON_FILES = (
     "config.json",

@@ -4,8 +4,8 @@
 # the vocabulary (id = position), control and user-defined pieces are the tokens
 # transformers adds as special, and the trainer spec names bos/eos/unk/pad.
 
-from envdoctor.probe.core import open_regular
-from envdoctor.probe.model_tokenizer import summarize_vocab
+from envdoctor.probe.host.core import open_regular
+from envdoctor.probe.host.model_tokenizer import summarize_vocab
 
 #: A tokenizer.model above this is not parsed (Llama 2's is 0.5 MB, Gemma's 4 MB).
 MODEL_MAX_SPM_BYTES = 64 * 1024 * 1024

@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from envdoctor.probe.core import open_regular
+from envdoctor.probe.host.core import open_regular
 
 #: A tokenizer.json above this is not parsed (the largest real ones are ~35 MB).
 MODEL_MAX_TOKENIZER_JSON_BYTES = 128 * 1024 * 1024

@@ -6,7 +6,7 @@
 import base64
 import os
 
-from envdoctor.probe.core import (canonical_name, open_regular, open_state_file, run_command, section, site_dirs,
+from envdoctor.probe.host.core import (canonical_name, open_regular, open_state_file, run_command, section, site_dirs,
                                   site_entries, venv_prefix_of)
 
 

@@ -1,6 +1,6 @@
 # Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
 # Section "patch-ledger": the environment's patch ledger (<prefix>/.envdoctor/ledger.jsonl,
-# format in envdoctor/ledger.py) and, for each file it names, the file's sha256 now and the
+# format in envdoctor/patching/ledger.py) and, for each file it names, the file's sha256 now and the
 # digest its distribution's RECORD gives. Cheap enough for every `check`: it hashes only
 # the patched files, never the whole venv.
 
@@ -12,7 +12,7 @@ import io
 import json
 import os
 
-from envdoctor.probe.core import interpreter_prefix, open_regular, open_state_file, section, within
+from envdoctor.probe.host.core import interpreter_prefix, open_regular, open_state_file, section, within
 
 LEDGER_RELATIVE = os.path.join(".envdoctor", "ledger.jsonl")
 

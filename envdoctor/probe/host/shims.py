@@ -9,7 +9,7 @@
 import os
 import re
 
-from envdoctor.probe.core import open_regular
+from envdoctor.probe.host.core import open_regular
 
 MAX_HOPS = 6
 _PYENV_ROOT_LINE = re.compile(rb'^export PYENV_ROOT="([^"]+)"', re.M)

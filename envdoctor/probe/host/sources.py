@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 
-from envdoctor.probe.core import (
+from envdoctor.probe.host.core import (
     canonical_name,
     decode_source,
     open_regular,

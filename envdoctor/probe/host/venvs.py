@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from envdoctor.probe.core import (
+from envdoctor.probe.host.core import (
     canonical_name,
     env_site_dirs,
     open_regular,
@@ -16,7 +16,7 @@ from envdoctor.probe.core import (
     site_dirs,
     venv_prefix_of,
 )
-from envdoctor.probe.discovery import add_real_paths, describe_static, discover_envs
+from envdoctor.probe.host.discovery import add_real_paths, describe_static, discover_envs
 
 # Printed by the venv's own interpreter, run with -I -S (no PYTHON* variables, no .pth file
 # runs) from / so the working directory adds nothing to sys.path. Under -S a venv's
