@@ -25,7 +25,7 @@ from envdoctor.scan.exports import ExportTable, exports_of_source, module_of_rel
 from envdoctor.checks.patches import trust_remote_code_remedy
 
 if TYPE_CHECKING:
-    from envdoctor.scan.scanner import ScanError, Site
+    from envdoctor.scan.loaders import ScanError, Site
 
 # The scanner itself (envdoctor.scan.scanner) is imported when there are files to scan.
 SECTION = "sources"
@@ -69,7 +69,7 @@ def scan_items(
     items = list(items)
     if not items:
         return [], []
-    from envdoctor.scan.scanner import ScanError
+    from envdoctor.scan.loaders import ScanError
 
     tables = export_tables(items) if exports is None else exports
     sites: list[InstalledSite] = []

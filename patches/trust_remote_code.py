@@ -67,7 +67,8 @@ def for_file(
     distribution: str, version: str, path: str, sites: Collection[SiteKey], exports: ExportTable | None = None
 ) -> Patch:
     """The generic patch for one installed file: one trust_remote_code=True per named site, declared."""
-    from envdoctor.scan.scanner import KEYWORD, package_of_relative_path  # (the scanner only when a patch is built)
+    from envdoctor.scan.scanner import package_of_relative_path  # (the scanner only when a patch is built)
+    from envdoctor.scan.loaders import KEYWORD
 
     keys = tuple(sorted(sites))
     where = ",".join(f"{line}:{column}" for line, column, _ in keys)

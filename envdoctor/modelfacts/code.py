@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.engine.facts import Environment, canonicalize_name
+from envdoctor.modelfacts.import_refs import CodeParseError, ImportRef
 from envdoctor.modelfacts.model import CodeFile
 
 #: Import names whose distribution is called otherwise.
@@ -53,22 +54,6 @@ REMOVED_NAMES: dict[tuple[str, str], RemovedName] = {
         "transformers", "5", "transformers<5", "transformers.convert_slow_tokenizer.bytes_to_unicode"
     ),
 }
-
-
-@dataclass(frozen=True)
-class ImportRef:
-    file: str
-    line: int
-    module: str
-    names: tuple[str, ...]
-    #: Inside a try block: the code copes without it (transformers' own check skips these too).
-    optional: bool
-    #: ``from . import x`` / ``from .x import y``: another file of the model folder.
-    relative: bool
-
-
-class CodeParseError(ValueError):
-    pass
 
 
 def read_imports(file: str, source: str) -> list[ImportRef]:

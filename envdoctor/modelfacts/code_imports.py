@@ -1,6 +1,6 @@
 """The libcst side of :mod:`envdoctor.modelfacts.code`: every import statement of a source file.
 
-A module of its own so that importing ``model_code`` (every ``check`` does, through
+A module of its own so that importing ``modelfacts.code`` (every ``check`` does, through
 ``checks/models.py``) does not import libcst, which takes ~150 ms.
 """
 
@@ -10,7 +10,7 @@ import libcst as cst
 import libcst.helpers
 import libcst.metadata
 
-from envdoctor.modelfacts.code import CodeParseError, ImportRef
+from envdoctor.modelfacts.import_refs import CodeParseError, ImportRef
 from envdoctor.untrusted import source_problem
 
 

@@ -203,7 +203,8 @@ def _expected_sites(change: AddKeyword, path: str, old: bytes) -> list[SiteKey]:
     if change.sites:
         return list(change.sites)
     # Declared by callee: the scanner names the calls in the file as it was.
-    from envdoctor.scan.scanner import MISSING, package_of_relative_path, scan_source
+    from envdoctor.scan.scanner import package_of_relative_path, scan_source
+    from envdoctor.scan.loaders import MISSING
 
     sites, _ = scan_source(old, path, package=package_of_relative_path(path), shortcuts=False)
     return [(s.line, s.column, s.callee) for s in sites if s.callee == change.callee and s.state == MISSING]

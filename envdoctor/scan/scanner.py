@@ -38,39 +38,15 @@ from envdoctor.scan.exports import module_of_relative_path as module_of_relative
 from envdoctor.scan.exports import resolve_relative as resolve_relative
 from envdoctor.scan.prune import candidate_names
 from envdoctor.untrusted import parsed_source_problem
+from envdoctor.scan.loaders import (
+    VLLM_NAMES,
+    LOADER_METHODS,
+    Site,
+    ScanError,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
-
-# States of a site, as the JSON contract names them.
-OK, EXPLICIT_FALSE, PARAMETERIZED, KWARGS, MISSING = "ok", "explicit-false", "parameterized", "kwargs", "missing"
-STATES = (MISSING, EXPLICIT_FALSE, PARAMETERIZED, KWARGS, OK)
-#: States that are a gap: the call will not pass trust_remote_code=True.
-GAPS = frozenset({MISSING, EXPLICIT_FALSE})
-
-KEYWORD = "trust_remote_code"
-
-_AUTO_CLASS = re.compile(r"^(?:TF|Flax)?Auto[A-Z]\w*$")
-#: Auto classes whose ``from_config`` builds a model (and so runs its code): not the
-#: config, tokenizer or processor classes, which have no such method.
-_FROM_CONFIG_CLASS = re.compile(r"^(?:TF|Flax)?Auto(?:Model\w*|Backbone)$")
-
-#: vLLM entry points, by every module path they are importable from -> the name we report.
-VLLM_CALLEES: dict[str, str] = {
-    "vllm.LLM": "vllm.LLM",
-    "vllm.entrypoints.llm.LLM": "vllm.LLM",
-    "vllm.EngineArgs": "vllm.EngineArgs",
-    "vllm.engine.arg_utils.EngineArgs": "vllm.EngineArgs",
-    "vllm.AsyncEngineArgs": "vllm.AsyncEngineArgs",
-    "vllm.engine.arg_utils.AsyncEngineArgs": "vllm.AsyncEngineArgs",
-    "vllm.config.ModelConfig": "vllm.config.ModelConfig",
-    "vllm.config.model.ModelConfig": "vllm.config.ModelConfig",
-}
-
-#: Last names of the vLLM entry points, and the Auto-class methods that load a model's code.
-VLLM_NAMES = frozenset(name.rsplit(".", 1)[1] for name in VLLM_CALLEES)
-LOADER_METHODS = frozenset({"from_pretrained", "from_config"})
-
 
 def _referenced(literal: str, prefix: str = "") -> tuple[tuple[tuple[str, str], ...], ...]:
     """Filter groups for a name ending in `literal` (``prefix`` matches what may come before
@@ -145,35 +121,6 @@ def filter_args(patterns: tuple[tuple[tuple[str, str], ...], ...] = FILTER_PATTE
 
 
 @dataclass(frozen=True)
-class Site:
-    """One model-loading call and whether it passes trust_remote_code=True."""
-
-    path: str
-    line: int
-    column: int
-    callee: str
-    state: str
-
-    @property
-    def is_gap(self) -> bool:
-        return self.state in GAPS
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "column": self.column, "callee": self.callee, "state": self.state}
-
-
-@dataclass(frozen=True)
-class ScanError:
-    """A file that could not be scanned (not decodable as Python reads it, does not parse, unreadable)."""
-
-    path: str
-    message: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"path": self.path, "message": self.message}
-
-
-@dataclass(frozen=True)
 class ScanReport:
     sites: tuple[Site, ...] = ()
     errors: tuple[ScanError, ...] = ()
@@ -190,24 +137,6 @@ class ScanReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"sites": [s.to_json() for s in self.sites], "errors": [e.to_json() for e in self.errors]}
-
-
-def canonical_callee(qualified: str) -> str | None:
-    """The reported name of a resolved callee, or None when it is not a model loader.
-
-    ``Auto*.from_config`` builds a model from a config and runs the model's own code as
-    ``from_pretrained`` does: it is a site of its own kind (``transformers.AutoModel.from_config``).
-    """
-    if qualified in VLLM_CALLEES:
-        return VLLM_CALLEES[qualified]
-    parts = qualified.split(".")
-    if len(parts) < 3 or parts[0] != "transformers":
-        return None
-    if parts[-1] == "from_pretrained" and _AUTO_CLASS.match(parts[-2]):
-        return f"transformers.{parts[-2]}.from_pretrained"
-    if parts[-1] == "from_config" and _FROM_CONFIG_CLASS.match(parts[-2]):
-        return f"transformers.{parts[-2]}.from_config"
-    return None
 
 
 def scan_source(

@@ -22,7 +22,7 @@ from libcst.metadata import (
 )
 
 from envdoctor.probe.host.core import decode_source
-from envdoctor.scan.scanner import (
+from envdoctor.scan.loaders import (
     EXPLICIT_FALSE,
     KEYWORD,
     KWARGS,

@@ -15,7 +15,7 @@ from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError, EnvdoctorError, ProbeError, UsageError
 from envdoctor.install.index_credentials import index_options_to_env, wrapped_command
 from envdoctor.logsafe import redact_secret_values, redact_text
-from envdoctor.modelfacts.code import CodeParseError
+from envdoctor.modelfacts.import_refs import CodeParseError
 from envdoctor.modelfacts.code_imports import collect_imports
 from envdoctor.probe.program import parse_lines
 from envdoctor.probe.schema import section_problems

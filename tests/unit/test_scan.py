@@ -7,14 +7,8 @@ import textwrap
 import pytest
 
 from envdoctor.probe.host.core import decode_source
-from envdoctor.scan.scanner import (
-    TrustRemoteCodeScanner,
-    canonical_callee,
-    might_contain_site,
-    package_of_relative_path,
-    resolve_relative,
-    scan_source,
-)
+from envdoctor.scan.scanner import TrustRemoteCodeScanner, might_contain_site, package_of_relative_path, resolve_relative, scan_source
+from envdoctor.scan.loaders import canonical_callee
 
 
 def sites_of(source: str, *, package: str | None = None) -> list[tuple[int, str, str]]:
@@ -673,7 +667,8 @@ def test_reports_sarif_json_and_text(tmp_path):
     import json
 
     from envdoctor.report.scan_report import render
-    from envdoctor.scan.scanner import ScanError, ScanReport, Site
+    from envdoctor.scan.scanner import ScanReport
+    from envdoctor.scan.loaders import ScanError, Site
 
     report = ScanReport(
         (Site("a/x.py", 3, 4, TOK, "missing"), Site("a/x.py", 5, 0, CFG, "ok"), Site("b.py", 1, 0, "vllm.LLM", "kwargs")),
