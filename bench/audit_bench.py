@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from envdoctor.audit.records import RecordAuditor  # noqa: E402  # after the sys.path line above
-from envdoctor.operations.fleet import FleetSettings, open_transport  # noqa: E402
+from envdoctor.engine.executor import FleetSettings, open_transport  # noqa: E402
 from envdoctor.inventory import Inventory, Overrides, resolve_hosts  # noqa: E402
 from envdoctor.probe.host import audit as probe  # noqa: E402
 from envdoctor.transport.ssh import SSHOptions  # noqa: E402

@@ -172,7 +172,8 @@ class SimFleet:
 
     def record_answer(self) -> str:
         """The real probe of `check` run once on this machine; every simulated host answers it."""
-        from envdoctor.operations.gather import build_request, python_candidates
+        from envdoctor.operations.gather import build_request
+        from envdoctor.probe.program import venv_pythons
         from envdoctor.engine.graph import load_checks
         from envdoctor.inventory import HostSpec
         from envdoctor.probe.program import build_program, encode_stdin, probe_command
@@ -181,7 +182,7 @@ class SimFleet:
         spec = HostSpec("h", None)
         request = build_request(spec, load_checks().sections_for(None))
         stdin = encode_stdin({"sections": request}, build_program(request))
-        argv = probe_command(python_candidates(spec))
+        argv = probe_command(venv_pythons(spec.venv))
         answer = subprocess.run(argv, input=stdin, capture_output=True, check=True, timeout=300).stdout
         self.answer.write_bytes(answer)
         self.stdin.write_bytes(stdin)

@@ -6,7 +6,6 @@ from envdoctor.engine.facts import Environment, ProgramOnPath
 from envdoctor.engine.graph import CheckContext
 from envdoctor.engine.host_paths import program_folder, runs_from
 
-
 #: Why an install into the job's interpreter is only shown when the user named none.
 NOT_CHOSEN = ("fix installs only into an interpreter you chose: pass --venv, set venv in envdoctor.toml, "
               "or run from an active virtualenv")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from envdoctor.engine.graph import CheckContext, check
-from envdoctor.engine.results import CheckResult, errored, failed, passed, warned
+from envdoctor.engine.results import CheckResult, failed, passed, warned
 
 if TYPE_CHECKING:
     from envdoctor.audit.records import FileState
@@ -19,13 +19,15 @@ if TYPE_CHECKING:
     why="a job that relies on a patched library fails the old way once a reinstall removed the patch",
 )
 def recorded_patches(ctx: CheckContext) -> CheckResult:
-    error = ctx.facts.probe.errors.get("patch-ledger")
-    if error:
-        return errored(f"the patch ledger could not be read: {error.strip().splitlines()[-1]}")
+    if unread := ctx.section_failed("patch-ledger", "the patch ledger could not be read"):
+        return unread
     ledger = ctx.facts.section("patch-ledger")
     if not ledger or not ledger.get("exists"):
         return passed("no patch ledger: envdoctor has not patched this environment")
-    from envdoctor.audit.records import FileState, patch_statuses  # (the audit engine, only with a ledger)
+    from envdoctor.audit.records import (  # (the audit engine, only with a ledger)
+        FileState,
+        patch_statuses,
+    )
 
     statuses, notes = patch_statuses(ledger)
     by_state: dict[FileState, list[str]] = {}

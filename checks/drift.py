@@ -33,9 +33,8 @@ SECTION = "drift"
 def api_drift(ctx: CheckContext) -> CheckResult:
     from envdoctor.drift.judge import ERROR, WARN, judge
 
-    if SECTION in ctx.facts.probe.errors:
-        lines = ctx.facts.probe.errors[SECTION].strip().splitlines()
-        return warned(f"could not read the installed libraries' code: {(lines or ['?'])[-1]}")
+    if unread := ctx.section_failed(SECTION, "could not read the installed libraries' code"):
+        return unread
     data = ctx.facts.section(SECTION)
     if data is None:
         return skipped("the probe did not read the installed libraries' code")

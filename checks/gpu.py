@@ -35,9 +35,8 @@ def gpu_stack(ctx: CheckContext) -> CheckResult:
     from envdoctor.gpu.stack import GpuStack
     from envdoctor.gpu.verdicts import judge
 
-    error = ctx.facts.probe.errors.get(SECTION)
-    if error:
-        return errored(f"the probe could not read the GPU stack: {error.strip().splitlines()[-1]}")
+    if unread := ctx.section_failed(SECTION, "the probe could not read the GPU stack"):
+        return unread
     raw = ctx.facts.section(SECTION)
     if not isinstance(raw, dict):
         return errored("the probe returned no GPU stack facts")

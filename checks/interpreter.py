@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shlex
 
+from envdoctor.checks._common import belongs_to, target_env, target_python
+
 from envdoctor.engine.facts import ProgramOnPath
 from envdoctor.engine.graph import CheckContext, check
 from envdoctor.engine.results import CheckResult, Remedy, failed, passed, warned
-
-from envdoctor.checks._common import belongs_to, target_env, target_python
 
 
 @check(
@@ -44,7 +44,12 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
             )
         return passed(f"{env.python} runs (Python {env.version})", python=env.python, version=env.version)
 
-    from envdoctor.install.env_choice import job_needs, meets, others_than, rank  # (ranks the discovered envs)
+    from envdoctor.install.env_choice import (  # (ranks the discovered envs)
+        job_needs,
+        meets,
+        others_than,
+        rank,
+    )
 
     default = facts.default_env
     needs = job_needs(ctx.spec, facts, ctx.spec.stage_commands)

@@ -15,8 +15,17 @@ from envdoctor.checks._common import target_env, target_python
 from envdoctor.checks.packages import install_remedy
 
 from envdoctor.engine.graph import CheckContext, check
+from envdoctor.engine.results import (
+    CheckResult,
+    Remedy,
+    Status,
+    errored,
+    failed,
+    passed,
+    skipped,
+    warned,
+)
 from envdoctor.safe_text import escape_line
-from envdoctor.engine.results import CheckResult, Remedy, Status, errored, failed, passed, skipped, warned
 
 if TYPE_CHECKING:
     from envdoctor.modelfacts.model import ModelFacts
@@ -41,8 +50,8 @@ def per_model(ctx: CheckContext, judge: Callable[[ModelFacts], CheckResult]) -> 
 
     models = models_from_facts(ctx.facts)
     if not models:
-        error = (ctx.facts.probe.errors.get("models") or "no result").strip().splitlines()[-1]
-        return errored(f"the probe could not read the model folders: {error}")
+        failed = ctx.section_failed("models", "the probe could not read the model folders")
+        return failed or errored("the probe could not read the model folders: no result")
     results = [(m, judge(m)) for m in models]
     if len(results) == 1:
         return results[0][1]

@@ -6,13 +6,12 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from envdoctor.checks._common import NOT_CHOSEN, chosen_venv, target_env, target_python
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.engine.facts import Distribution, Environment, canonicalize_name
 from envdoctor.engine.graph import CheckContext, check
 from envdoctor.engine.results import CheckResult, Remedy, failed, passed, skipped
-
-from envdoctor.checks._common import NOT_CHOSEN, chosen_venv, target_env, target_python
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -86,7 +85,9 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
     env = target_env(ctx)
     payload = {}
     if env is not None:
-        from envdoctor.install.pip_plan import plan_from_distributions  # (only when there is a remedy)
+        from envdoctor.install.pip_plan import (
+            plan_from_distributions,  # (only when there is a remedy)
+        )
         from envdoctor.install.pip_remedy import install_payload
 
         pip = env.installed.get("pip")

@@ -7,18 +7,21 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from envdoctor.checks._common import target_env
+from envdoctor.patches import trust_remote_code
 
 from envdoctor.engine.facts import Environment, canonicalize_name
 from envdoctor.engine.graph import Check, CheckContext, CheckFunc, check
+from envdoctor.engine.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
 from envdoctor.patching.engine import (
     APPLIED,
     CONFLICT,
     NOT_APPLICABLE,
     PENDING,
     REFUSED,
+    FileChange,
     Patch,
     PatchFiles,
-    FileChange,
     PatchPlan,
     TransformMismatch,
     UndeclaredChange,
@@ -31,10 +34,6 @@ from envdoctor.patching.engine import (
     transform_source,
     unified_diff,
 )
-from envdoctor.engine.results import CheckResult, Remedy, errored, failed, passed, skipped, warned
-
-from envdoctor.checks._common import target_env
-from envdoctor.patches import trust_remote_code
 
 CONSENT_HINT = "pass --trust-remote-code (or trust_remote_code = true in envdoctor.toml) to let fix apply it"
 
@@ -84,8 +83,8 @@ def evaluator(patch: Patch) -> CheckFunc:
         assert env is not None  # python.venv passed
         files = PatchFiles.from_facts(ctx.facts)
         if files is None:
-            error = ctx.facts.probe.errors.get("patch_files", "no data").strip().splitlines()[-1:]
-            return errored(f"the probe could not read the patched files: {' '.join(error)}")
+            failed = ctx.section_failed("patch_files", "the probe could not read the patched files")
+            return failed or errored("the probe could not read the patched files: no data")
         if files.error:
             return errored(files.error)
         return result_for(plan_patch(patch, env, files), env, consent=ctx.spec.trust_remote_code)

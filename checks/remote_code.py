@@ -16,13 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from envdoctor.checks.patches import trust_remote_code_remedy
 
 from envdoctor.engine.facts import canonicalize_name
 from envdoctor.engine.graph import CheckContext, check
 from envdoctor.engine.results import CheckResult, Status, errored, failed, passed, skipped, warned
 from envdoctor.scan.exports import ExportTable, exports_of_source, module_of_relative_path
-
-from envdoctor.checks.patches import trust_remote_code_remedy
 
 if TYPE_CHECKING:
     from envdoctor.scan.loaders import ScanError, Site
@@ -145,9 +144,8 @@ CHECK_ID = "code.trust-remote-code"
     "tokenizer class, when a library calls from_pretrained without trust_remote_code=True",
 )
 def trust_remote_code_sites(ctx: CheckContext) -> CheckResult:
-    if SECTION in ctx.facts.probe.errors:
-        lines = ctx.facts.probe.errors[SECTION].strip().splitlines()
-        return warned(f"could not scan the installed libraries: {(lines or ['?'])[-1]}")
+    if unread := ctx.section_failed(SECTION, "could not scan the installed libraries"):
+        return unread
     summary = ctx.facts.section(SECTION)
     if summary is None:
         return skipped("the probe did not scan the installed libraries")

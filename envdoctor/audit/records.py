@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from envdoctor.errors import EnvdoctorError, ProbeError
-from envdoctor.operations.fleet import FleetSettings, open_transport
-from envdoctor.operations.gather import problem_from_error, python_candidates
+from envdoctor.errors import ProbeError
 from envdoctor.inventory import HostSpec
-from envdoctor.patching.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.logsafe import get_logger
-from envdoctor.probe.program import ProbeOutput, register_section, run_probe, section_code_digest
+from envdoctor.patching.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
+from envdoctor.probe.program import (
+    ProbeOutput,
+    register_section,
+    run_probe,
+    section_code_digest,
+    venv_pythons,
+)
 from envdoctor.probe.schema import section_problems
 from envdoctor.transport.interface import Transport
 
@@ -226,7 +230,7 @@ class RecordAuditor:
         return {AUDIT_SECTION: audit_args, LEDGER_SECTION: {"prefix": spec.venv or ""}}
 
     async def audit(self, transport: Transport, spec: HostSpec) -> HostAudit:
-        output = await run_probe(transport, self.request(spec), python_candidates=python_candidates(spec),
+        output = await run_probe(transport, self.request(spec), python_candidates=venv_pythons(spec.venv),
                                  timeout=self.timeout)
         malformed = section_problems(output.sections, output.items, output.errors)
         if malformed:  # a host's answer is untrusted: a wrong shape is this host's problem
@@ -256,56 +260,3 @@ class RecordAuditor:
             notes=tuple(notes),
             stats=dict(data.get("stats") or {}),
         )
-
-
-Progress = Callable[[str, str], None]
-
-
-async def run_audit(
-    specs: Sequence[HostSpec], settings: FleetSettings, auditor: RecordAuditor, progress: Progress | None = None
-) -> AuditReport:
-    """Audit every host concurrently; an unreachable host becomes a problem, never an exception."""
-    import asyncio
-
-    limit = asyncio.Semaphore(max(1, settings.parallel))
-
-    async def one(spec: HostSpec) -> HostAudit:
-        async with limit:
-            try:
-                async with asyncio.timeout(settings.timeout):
-                    async with open_transport(spec, settings) as transport:
-                        result = await auditor.audit(transport, spec)
-            except TimeoutError:
-                result = _timed_out(spec, settings)
-            except Exception as exc:  # a hostile answer must not end the audit of the other hosts
-                result = _failed(spec, exc)
-            if progress:
-                progress(spec.name, "done" if result.ok else "problems")
-            return result
-
-    return AuditReport(tuple(await asyncio.gather(*(one(s) for s in specs))))
-
-
-def audit_here(specs: Sequence[HostSpec], settings: FleetSettings, auditor: RecordAuditor,
-               progress: Progress | None = None) -> AuditReport:
-    """``audit`` of this machine (every spec local) without an event loop, as
-    :func:`envdoctor.operations.fleet.check_here` checks it: the same coroutine, driven to its end."""
-    from envdoctor.operations.blocking import drive_each
-
-    results = drive_each(specs, settings.timeout, lambda spec, transport: auditor.audit(transport, spec),
-                         timed_out=lambda spec: _timed_out(spec, settings), failed=_failed, progress=progress)
-    return AuditReport(tuple(results))
-
-
-def _timed_out(spec: HostSpec, settings: FleetSettings) -> HostAudit:
-    return HostAudit(spec.name, spec.destination, problem=f"did not finish within {settings.timeout:g}s")
-
-
-def _failed(spec: HostSpec, exc: Exception) -> HostAudit:
-    if isinstance(exc, EnvdoctorError):
-        log.info("audit_failed", host=spec.name, error=str(exc))
-        problem = problem_from_error(exc)
-        return HostAudit(spec.name, spec.destination, problem=problem.message, hint=problem.hint)
-    log.exception("audit_crashed", host=spec.name)
-    return HostAudit(spec.name, spec.destination,
-                     problem=f"envdoctor could not handle this host's answer: {type(exc).__name__}: {exc}")

@@ -72,9 +72,7 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
                              hint="give the environment's folder on the host, e.g. /root/venv_vllm011")
         options = DriftOptions(consumers=consumers, providers=providers, entry=entry, cache=not no_cache,
                                baselines=baselines)
-        import asyncio
-
-        report = asyncio.run(run_drift(selection.specs, selection.settings, options))
+        report = run_drift(selection.specs, selection.settings, options)
         errors = sum(p.count("error") for h in report.hosts for p in h.pairs)
         bad = sum(1 for h in report.hosts if not h.ok)
         emit(render(report, fmt, verbose=show_all), output,

@@ -16,9 +16,8 @@ from typing import Any, TypeVar
 import click
 
 from envdoctor import __version__
-from envdoctor.errors import ConfigError, EnvdoctorError, UsageError
-from envdoctor.operations.fleet import FleetReport, FleetSettings, check_here, run_fleet
 from envdoctor.engine.graph import CheckGraph, RemedySettings, load_checks
+from envdoctor.errors import ConfigError, EnvdoctorError, TransportError, UsageError
 from envdoctor.inventory import (
     HostSpec,
     Inventory,
@@ -29,6 +28,7 @@ from envdoctor.inventory import (
     resolve_hosts,
 )
 from envdoctor.logsafe import configure_logging, get_logger, redact_secret_values
+from envdoctor.operations.fleet import FleetReport, FleetSettings, check_here, run_fleet
 from envdoctor.report import FORMATS, SCAN_FORMATS, render
 from envdoctor.safe_text import terminal_safe
 from envdoctor.transport.target import SSHOptions
@@ -200,7 +200,9 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
         item.skip for item in (*inventory.hosts.values(), *inventory.stages.values())))
     graph = load_checks(Path(p) for p in opts["check_files"]) if runs_checks or names_checks else CheckGraph(())
     if patch_files:
-        from envdoctor.checks.patches import patch_checks  # content builds the checks of the user's patches
+        from envdoctor.checks.patches import (
+            patch_checks,  # content builds the checks of the user's patches
+        )
         from envdoctor.patching.engine import user_patches
 
         specs = [replace(spec, patches=patch_files) for spec in specs]
@@ -218,7 +220,9 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     )
     targets = [spec.ssh for spec in specs if spec.ssh is not None]
     if targets:
-        from envdoctor.transport.openssh import resolve_all  # ssh -G once per host, now: a bad SSH config is exit 2
+        from envdoctor.transport.openssh import (
+            resolve_all,  # ssh -G once per host, now: a bad SSH config is exit 2
+        )
 
         resolve_all(targets, settings.ssh)
     return Selection(specs, inventory, settings, graph)
@@ -561,7 +565,12 @@ def merge(reports: tuple[Path, ...], fmt: str, output: str | None) -> None:
     Example:
       envdoctor merge /shared/preflight/*.json --format junit --output fleet.xml
     """
-    from envdoctor.report.merge import common_outcomes, group_hosts, merge_reports, render_groups_text
+    from envdoctor.report.merge import (
+        common_outcomes,
+        group_hosts,
+        merge_reports,
+        render_groups_text,
+    )
 
     report = merge_reports(reports)
     groups = group_hosts(report.hosts)
@@ -643,20 +652,13 @@ def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, 
     Example:
       envdoctor revert ct200 speculators-tokenizer-trust-remote-code --venv /root/venv_sglang211
     """
-    import asyncio
-
+    from envdoctor.operations.revert import run_revert
     from envdoctor.report.revert_report import render_revert
-    from envdoctor.operations.revert import revert_on_host
 
     known_patch(patch_id, tuple(opts.get("patch_files", ())))  # a typo is a usage error, not a host's
     selection = select_hosts(hosts, runs_checks=False, **opts)
-
-    async def run_all() -> list[Any]:
-        return list(await asyncio.gather(
-            *(revert_on_host(spec, selection.settings, patch_id) for spec in selection.specs)
-        ))
-
-    results = asyncio.run(run_all())
+    with ProgressLine(len(selection.specs)) as progress:
+        results = run_revert(selection.specs, selection.settings, patch_id, progress)
     bad = sum(1 for r in results if not r.ok)
     emit(render_revert(results, fmt), output, f"{bad} host(s) not reverted" if bad else "reverted")
     sys.exit(EXIT_PROBLEMS if bad else EXIT_OK)
@@ -681,17 +683,13 @@ def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **op
       envdoctor audit ct200 --venv /root/venv_sglang211
       envdoctor audit gpu-fleet --format json --output audit.json
     """
-    from envdoctor.audit.records import RecordAuditor, audit_here, run_audit
+    from envdoctor.audit.records import RecordAuditor
+    from envdoctor.operations.audit import run_audit
     from envdoctor.report.audit_report import render as render_audit
 
     selection = select_hosts(hosts, runs_checks=False, **opts)
     with ProgressLine(len(selection.specs)) as progress:
-        if all(spec.ssh is None for spec in selection.specs):  # this machine: no event loop (start-up)
-            report = audit_here(selection.specs, selection.settings, RecordAuditor(full=full), progress)
-        else:
-            import asyncio
-
-            report = asyncio.run(run_audit(selection.specs, selection.settings, RecordAuditor(full=full), progress))
+        report = run_audit(selection.specs, selection.settings, RecordAuditor(full=full), progress)
     color = fmt == "text" and output is None and sys.stdout.isatty()
     bad = sum(1 for h in report.hosts if not h.ok)
     emit(render_audit(report, fmt, color=color), output, f"{bad} host(s) with differences" if bad else "all OK")
@@ -710,36 +708,38 @@ def _one_host(selection: Selection, host: str) -> HostSpec:
 
 
 @cli.command("facts")
-@click.argument("host", metavar="HOST")
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
 @host_options
 @_draft_layers_option
 @output_options
 @handle_errors
-def facts_command(host: str, draft_layers: int, fmt: str, output: str | None, **opts: Any) -> None:
-    """Print what the next stage needs to know about a model on HOST, as JSON with -f json:
+def facts_command(hosts: tuple[str, ...], draft_layers: int, fmt: str, output: str | None, **opts: Any) -> None:
+    """Print what the next stage needs to know about a model on each HOST, as JSON with -f json:
     the venv's absolute interpreter, tokenizer ids, architecture, DFlash and EAGLE-3 settings.
 
     Without --trust-remote-code the ids come from the tokenizer's files; with it, from
-    loading the tokenizer in the venv (offline, stdin closed, with a timeout).
+    loading the tokenizer in the venv (offline, stdin closed, with a timeout). One host prints
+    its document; several print {"hosts": [document, ...]}.
 
     \b
     Examples:
       envdoctor facts ct200 --venv /root/venv_sglang211 --model /root/models/Kimi-K2.6 -f json
       envdoctor facts ct200 --model /root/models/Kimi-K2.6 --draft-layers 6 --trust-remote-code
     """
-    from envdoctor.report.facts_report import render_facts
-    import asyncio
+    from envdoctor.report.facts_report import render_facts_of_hosts
+    from envdoctor.stages.handoff import collect_facts
 
-    from envdoctor.stages.handoff import collect_facts_document
-
-    selection = select_hosts([host], runs_checks=False, **opts)
-    spec = _one_host(selection, host)
+    selection = select_hosts(hosts, runs_checks=False, **opts)
     model = opts["models"][-1] if opts["models"] else None
-    if model is None and len(spec.models) != 1:
-        raise UsageError("facts needs one model directory", hint="pass --model DIR")
-    doc = asyncio.run(collect_facts_document(spec, selection.settings, model, draft_layers))
-    emit(render_facts(doc, fmt), output, "; ".join(doc["problems"]))
-    sys.exit(EXIT_PROBLEMS if doc["problems"] else EXIT_OK)
+    if model is None:
+        for spec in selection.specs:
+            if len(spec.models) != 1:
+                raise UsageError(f"facts needs one model directory for {spec.name}", hint="pass --model DIR")
+    with ProgressLine(len(selection.specs)) as progress:
+        docs = collect_facts(selection.specs, selection.settings, model, draft_layers, progress)
+    problems = [f"{doc.get('host')}: {p}" if len(docs) > 1 else p for doc in docs for p in doc.get("problems", [])]
+    emit(render_facts_of_hosts(docs, fmt), output, "; ".join(problems))
+    sys.exit(EXIT_PROBLEMS if problems else EXIT_OK)
 
 
 def _write_through(stream: Any) -> Callable[[bytes], None]:
@@ -767,8 +767,8 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     {python} {venv} {model} and the facts of `envdoctor facts` ({mask_token_id},
     {dflash_target_layer_ids}, {eagle3_target_layer_ids}, {vocab_size}, ...).
     """
-    from envdoctor.operations.fleet import HostReport
     from envdoctor.inventory import stage_trains_drafter
+    from envdoctor.operations.fleet import HostReport
     from envdoctor.stages.handoff import command_placeholders, run_stage_on_host
 
     selection = select_hosts([host], **opts)
@@ -785,12 +785,12 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     selection.graph.closure(stage.requires)  # an unknown check id is the config's fault: exit 2
     command_placeholders(stage.command)
     model = opts["models"][-1] if opts["models"] else None
-    import asyncio
-
-    outcome = asyncio.run(run_stage_on_host(
+    outcome = run_stage_on_host(
         spec, stage, selection.graph, selection.settings, model=model, draft_layers=draft_layers, detach=detach,
         on_stdout=_write_through(sys.stdout), on_stderr=_write_through(sys.stderr),
-    ))
+    )
+    if outcome.problem is not None:
+        raise TransportError(outcome.problem.message, hint=outcome.problem.hint or None)
     if outcome.refused:
         report = FleetReport("run", [HostReport(spec, outcome.results)])
         emit(render(report, fmt), output)

@@ -19,11 +19,11 @@ from pathlib import Path
 from types import ModuleType
 
 from envdoctor.config_trust import check_trusted_file
-from envdoctor.errors import ConfigError
 from envdoctor.engine.facts import HostFacts
+from envdoctor.engine.results import CheckResult, Status, errored, waive
+from envdoctor.errors import ConfigError
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.engine.results import CheckResult, Status, waive
 
 log = get_logger(__name__)
 
@@ -58,6 +58,16 @@ class CheckContext:
     settings: RemedySettings = field(default_factory=RemedySettings)
     #: Results of the checks evaluated so far on this host (every prerequisite is there).
     results: Mapping[str, CheckResult] = field(default_factory=dict)
+
+    def section_failed(self, section: str, could_not: str) -> CheckResult | None:
+        """The result of a check whose probe section failed on the host (``could_not``: what
+        the check could not do), or None when the section ran. One status for every check:
+        ``error``, since the check could not look, which is neither a pass nor a finding."""
+        error = self.facts.probe.errors.get(section)
+        if error is None:
+            return None
+        last = (error.strip().splitlines() or ["no detail"])[-1]
+        return errored(f"{could_not}: {last}", section=section)
 
 
 CheckFunc = Callable[[CheckContext], CheckResult]

@@ -17,7 +17,6 @@ from packaging.version import InvalidVersion, Version
 
 from envdoctor.engine.facts import HostFacts
 from envdoctor.modelfacts.mask_candidates import CandidateInput, explain, find_candidates, named_ids
-from envdoctor.probe.host.model_tokenizer import RESERVED_TOKEN_PATTERN
 from envdoctor.modelfacts.tokenizer_static import (
     StaticTokenizer,
     VocabShape,
@@ -25,6 +24,7 @@ from envdoctor.modelfacts.tokenizer_static import (
     from_tokenizer_json,
     template_text,
 )
+from envdoctor.probe.host.model_tokenizer import RESERVED_TOKEN_PATTERN
 
 #: Where multimodal wrappers keep the language model's config (Qwen2.5-Omni nests twice:
 #: thinker_config.text_config).

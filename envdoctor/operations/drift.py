@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -10,12 +9,13 @@ from typing import Any
 
 from envdoctor.drift.judge import ERROR, PairReport, judge
 from envdoctor.drift.request import SECTION, drift_request
-from envdoctor.errors import EnvdoctorError, ProbeError
-from envdoctor.operations.fleet import FleetSettings, open_transport
-from envdoctor.operations.gather import problem_from_error, python_candidates
+from envdoctor.engine.executor import FleetSettings, Progress, execute
+from envdoctor.engine.facts import Problem
+from envdoctor.errors import ProbeError
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.probe.program import run_probe
+from envdoctor.probe.program import run_probe, venv_pythons
+from envdoctor.transport.interface import Transport
 
 log = get_logger(__name__)
 
@@ -64,20 +64,13 @@ def host_drift(spec: HostSpec, data: dict[str, Any], controller_seconds: float) 
                      errors=tuple(data.get("errors") or ()), not_found=tuple(data.get("not_found") or ()))
 
 
-async def drift_on_host(spec: HostSpec, settings: FleetSettings, options: DriftOptions) -> HostDrift:
+async def drift_on_host(spec: HostSpec, transport: Transport, settings: FleetSettings,
+                        options: DriftOptions) -> HostDrift:
+    """The drift section on one connected host, judged here."""
     request = {SECTION: drift_request(spec.venv, (*spec.scan, *options.consumers), entry=options.entry,
                                       providers=options.providers, cache=options.cache,
                                       baselines=options.baselines)}
-    try:
-        async with asyncio.timeout(settings.timeout):
-            async with open_transport(spec, settings) as transport:
-                output = await run_probe(transport, request, python_candidates=python_candidates(spec),
-                                         timeout=settings.timeout)
-    except TimeoutError:
-        return HostDrift(spec.name, spec.destination, problem=f"did not finish within {settings.timeout:g}s")
-    except EnvdoctorError as exc:
-        problem = problem_from_error(exc)
-        return HostDrift(spec.name, spec.destination, problem=problem.message, hint=problem.hint)
+    output = await run_probe(transport, request, python_candidates=venv_pythons(spec.venv), timeout=settings.timeout)
     if SECTION in output.errors:
         error = ProbeError(f"the drift section failed on the host: {output.errors[SECTION].strip().splitlines()[-1]}")
         return HostDrift(spec.name, spec.destination, problem=str(error))
@@ -88,11 +81,15 @@ async def drift_on_host(spec: HostSpec, settings: FleetSettings, options: DriftO
     return result
 
 
-async def run_drift(specs: Sequence[HostSpec], settings: FleetSettings, options: DriftOptions) -> DriftReport:
-    limit = asyncio.Semaphore(max(1, settings.parallel))
+def run_drift(specs: Sequence[HostSpec], settings: FleetSettings, options: DriftOptions,
+              progress: Progress | None = None) -> DriftReport:
+    """Drift on every host; a host that cannot be judged is reported with its problem, never raised."""
 
-    async def one(spec: HostSpec) -> HostDrift:
-        async with limit:
-            return await drift_on_host(spec, settings, options)
+    async def work(spec: HostSpec, transport: Transport) -> HostDrift:
+        return await drift_on_host(spec, transport, settings, options)
 
-    return DriftReport(tuple(await asyncio.gather(*(one(s) for s in specs))))
+    return DriftReport(tuple(execute(specs, settings, work, on_problem=undrifted, progress=progress)))
+
+
+def undrifted(spec: HostSpec, problem: Problem) -> HostDrift:
+    return HostDrift(spec.name, spec.destination, problem=problem.message, hint=problem.hint)

@@ -7,21 +7,20 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 
 from __future__ import annotations
 
-import resource
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from envdoctor.errors import EnvdoctorError, TransportError
+from envdoctor.engine.executor import FleetSettings, Progress, run_hosts, run_hosts_here
 from envdoctor.engine.facts import HostFacts, Problem
-from envdoctor.operations.gather import gather_facts, problem_from_error, resolve_venv
-from envdoctor.engine.graph import CheckGraph, RemedySettings
+from envdoctor.engine.graph import CheckGraph
+from envdoctor.engine.results import CheckResult, Remedy, Status
+from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.install.index_credentials import wrapped_command
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.engine.results import CheckResult, Remedy, Status
+from envdoctor.operations.gather import gather_facts, resolve_venv
 from envdoctor.transport.interface import CommandResult, Transport, shell_join
-from envdoctor.transport.target import SSHOptions
 
 if TYPE_CHECKING:
     from envdoctor.install.pip_remedy import InstalledState
@@ -30,19 +29,6 @@ log = get_logger(__name__)
 
 #: How much of a remedy's output a report keeps.
 OUTPUT_TAIL_CHARS = 2000
-
-Progress = Callable[[str, str], None]
-
-
-@dataclass(frozen=True)
-class FleetSettings:
-    ssh: SSHOptions = field(default_factory=SSHOptions)
-    #: Deadline for everything done on one host, connection included.
-    timeout: float | None = 900.0
-    parallel: int = 64
-    remedies: RemedySettings = field(default_factory=RemedySettings)
-    #: Only these checks (and what they require); None for all.
-    only: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,7 +113,9 @@ async def run_command_remedy(
 async def run_patch_remedy(
     transport: Transport, spec: HostSpec, check_id: str, remedy: Remedy, dry_run: bool
 ) -> Action:
-    from envdoctor.patching.engine import apply_patch_remedy  # the patch engine (libcst) only when a patch runs
+    from envdoctor.patching.engine import (
+        apply_patch_remedy,  # the patch engine (libcst) only when a patch runs
+    )
 
     log.info("patch_start", host=spec.name, check=check_id, dry_run=dry_run)
     outcome = await apply_patch_remedy(transport, remedy, dry_run=dry_run)
@@ -136,19 +124,6 @@ async def run_patch_remedy(
 
 #: How each kind of remedy is applied; modules that add a kind (patches) add a row.
 REMEDY_RUNNERS: dict[str, RemedyRunner] = {"command": run_command_remedy, "patch": run_patch_remedy}
-
-
-def open_transport(spec: HostSpec, settings: FleetSettings) -> Transport:
-    if spec.ssh is None:
-        from envdoctor.transport.local import LocalTransport  # (asyncio's subprocesses)
-
-        return LocalTransport(spec.name)
-    from envdoctor.transport.asyncssh_loader import import_asyncssh
-
-    import_asyncssh(settings.ssh.resolved_config_files())  # without the liboqs search, unless asked
-    from envdoctor.transport.ssh import SSHTransport  # asyncssh only when a host needs it
-
-    return SSHTransport(spec.name, spec.ssh, settings.ssh)
 
 
 def pending_remedies(results: Sequence[CheckResult]) -> list[tuple[str, Remedy]]:
@@ -171,13 +146,11 @@ def pending_remedies(results: Sequence[CheckResult]) -> list[tuple[str, Remedy]]
 class HostRun:
     """Everything done on one host during one command."""
 
-    def __init__(self, spec: HostSpec, graph: CheckGraph, settings: FleetSettings, progress: Progress | None,
-                 transport: Transport | None = None) -> None:
+    def __init__(self, spec: HostSpec, graph: CheckGraph, settings: FleetSettings, progress: Progress | None) -> None:
         self.spec = spec
         self.graph = graph
         self.settings = settings
         self.progress = progress or (lambda host, phase: None)
-        self.transport = transport
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
         return self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
@@ -188,24 +161,16 @@ class HostRun:
         facts = await gather_facts(transport, self.spec, sections=self.graph.sections_for(self.settings.only))
         return facts, self.evaluate(facts)
 
-    async def run(self, *, fix: bool, dry_run: bool) -> HostReport:
-        transport = self.transport or open_transport(self.spec, self.settings)
-        self.progress(self.spec.name, "connecting")
-        try:
-            await transport.connect()
-        except EnvdoctorError as exc:
-            log.info("connect_failed", host=self.spec.name, error=str(exc))
-            problem = problem_from_error(exc)
-            if problem.kind == "probe":  # (a config that cannot be connected with): no login happened
-                problem = Problem("unreachable", problem.message, problem.hint)
-            return HostReport(self.spec, self.evaluate(HostFacts.unavailable(problem)))
-        try:
-            facts, results = await self.check(transport)
-            if not fix:
-                return HostReport(self.spec, results)
-            return await self.fix(transport, results, dry_run=dry_run)
-        finally:
-            await transport.close()
+    async def run(self, transport: Transport, *, fix: bool, dry_run: bool) -> HostReport:
+        """Check (and with ``fix``, repair) the host over a connected transport."""
+        _, results = await self.check(transport)
+        if not fix:
+            return HostReport(self.spec, results)
+        return await self.fix(transport, results, dry_run=dry_run)
+
+    def unavailable(self, problem: Problem) -> HostReport:
+        """The report of a host whose facts could not be gathered: every check says why."""
+        return HostReport(self.spec, self.evaluate(HostFacts.unavailable(problem)))
 
     async def install(self, transport: Transport, check_id: str, remedy: Remedy, dry_run: bool,
                       installed: InstalledState) -> Action:
@@ -251,26 +216,6 @@ class HostRun:
         return HostReport(self.spec, after, before=before, actions=actions)
 
 
-#: Descriptors one host may hold at once: its socket, and a command's pipes while one runs
-#: locally (a local remedy, an ``ssh -G`` resolution). Kept for the rest of the process.
-DESCRIPTORS_PER_HOST = 4
-DESCRIPTORS_RESERVED = 64
-
-
-def descriptor_bound(parallel: int, hosts: int) -> int:
-    """Hosts worked on at once: ``parallel``, lowered so that the fleet stays inside the
-    process's descriptor limit (``ulimit -n``): a fleet larger than the limit waits its
-    turn instead of failing with EMFILE."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = max(1, min(parallel, hosts))
-    if soft == resource.RLIM_INFINITY:
-        return wanted
-    bound = max(1, (soft - DESCRIPTORS_RESERVED) // DESCRIPTORS_PER_HOST)
-    if bound < wanted:
-        log.info("parallel_bounded", parallel=parallel, bound=bound, nofile=soft)
-    return min(wanted, bound)
-
-
 async def run_fleet(
     specs: Sequence[HostSpec],
     graph: CheckGraph,
@@ -282,50 +227,27 @@ async def run_fleet(
     progress: Progress | None = None,
 ) -> FleetReport:
     """Check (and with ``fix``, repair) every host concurrently; never raises for a host's failure."""
-    import asyncio
-
-    limit = asyncio.Semaphore(descriptor_bound(settings.parallel, len(specs)))
-
-    async def one(spec: HostSpec) -> HostReport:
-        async with limit:
-            run = HostRun(spec, graph, settings, progress)
-            try:
-                async with asyncio.timeout(settings.timeout):
-                    report = await run.run(fix=fix, dry_run=dry_run)
-            except TimeoutError:
-                report = timed_out(run, settings)
-            except Exception as exc:  # a hostile host's answer must not end the run of the others
-                report = crashed(run, exc)
-            if progress:
-                progress(spec.name, "done" if report.ok else "problems")
-            return report
-
-    reports = await asyncio.gather(*(one(spec) for spec in specs))
-    return FleetReport(command, list(reports))
+    reports = await run_hosts(specs, settings, _work(graph, settings, progress, fix=fix, dry_run=dry_run),
+                              on_problem=_on_problem(graph, settings), progress=progress)
+    return FleetReport(command, reports)
 
 
 def check_here(specs: Sequence[HostSpec], graph: CheckGraph, settings: FleetSettings, *,
                progress: Progress | None = None) -> FleetReport:
     """``check`` of this machine (every spec local), without an event loop: the same HostRun,
-    each command run to its end by envdoctor.operations.blocking (start-up: no asyncio)."""
-    from envdoctor.operations.blocking import drive_each
-
-    def host(spec: HostSpec, transport: Transport | None = None) -> HostRun:
-        return HostRun(spec, graph, settings, progress, transport)
-
-    reports = drive_each(specs, settings.timeout,
-                         lambda spec, transport: host(spec, transport).run(fix=False, dry_run=False),
-                         timed_out=lambda spec: timed_out(host(spec), settings),
-                         failed=lambda spec, exc: crashed(host(spec), exc), progress=progress)
+    each command run to its end by envdoctor.engine.blocking (start-up: no asyncio)."""
+    reports = run_hosts_here(specs, settings, _work(graph, settings, progress, fix=False, dry_run=False),
+                             on_problem=_on_problem(graph, settings), progress=progress)
     return FleetReport("check", reports)
 
 
-def timed_out(run: HostRun, settings: FleetSettings) -> HostReport:
-    problem = Problem("timeout", f"{run.spec.name} did not finish within {settings.timeout:g}s")
-    return HostReport(run.spec, run.evaluate(HostFacts.unavailable(problem)))
+def _work(graph: CheckGraph, settings: FleetSettings, progress: Progress | None, *, fix: bool,
+          dry_run: bool) -> Callable[[HostSpec, Transport], Awaitable[HostReport]]:
+    async def work(spec: HostSpec, transport: Transport) -> HostReport:
+        return await HostRun(spec, graph, settings, progress).run(transport, fix=fix, dry_run=dry_run)
+
+    return work
 
 
-def crashed(run: HostRun, exc: Exception) -> HostReport:
-    log.exception("host_crashed", host=run.spec.name)
-    problem = Problem("probe", f"envdoctor could not handle {run.spec.name}'s answer: {type(exc).__name__}: {exc}")
-    return HostReport(run.spec, run.evaluate(HostFacts.unavailable(problem)))
+def _on_problem(graph: CheckGraph, settings: FleetSettings) -> Callable[[HostSpec, Problem], HostReport]:
+    return lambda spec, problem: HostRun(spec, graph, settings, None).unavailable(problem)

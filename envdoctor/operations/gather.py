@@ -13,19 +13,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envdoctor.engine.executor import problem_from_error
+from envdoctor.engine.facts import HostFacts, Problem
 from envdoctor.errors import (
-    AuthError,
-    CommandTimeout,
-    ConnectError,
-    EnvdoctorError,
-    HostKeyError,
     ProbeError,
     TransportError,
 )
-from envdoctor.engine.facts import HostFacts, Problem
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.probe.program import register_section, run_probe
+from envdoctor.probe.program import register_section, run_probe, venv_pythons
 from envdoctor.probe.schema import section_problems
 from envdoctor.transport.interface import Transport
 
@@ -104,24 +100,6 @@ def build_request(spec: HostSpec, sections: Iterable[str] | None = None) -> dict
     return {name: PROBE_SECTIONS[name].args(spec) for name in names}
 
 
-def python_candidates(spec: HostSpec) -> list[str]:
-    """Interpreters to try for the probe, before the host's own python3: the venv's first."""
-    if not spec.venv:
-        return []
-    return [os.path.join(spec.venv, "bin", "python3"), os.path.join(spec.venv, "bin", "python")]
-
-
-def problem_from_error(exc: EnvdoctorError) -> Problem:
-    kind = {
-        HostKeyError: "host-key",
-        AuthError: "auth",
-        ConnectError: "unreachable",
-        CommandTimeout: "timeout",
-        ProbeError: "probe",
-    }.get(type(exc), "unreachable" if isinstance(exc, TransportError) else "probe")
-    return Problem(kind, str(exc), exc.hint)
-
-
 #: Prints the host user's home, the login folder (where a relative path starts) and, for
 #: ``~user/...``, that user's home: what a remote shell and the probe read those paths as.
 _WHERE = 'printf "%s\\n" "$HOME"; pwd; if [ -n "$1" ]; then getent passwd -- "$1" | cut -d: -f6; fi'
@@ -171,7 +149,7 @@ async def gather_facts(
     """Probe a connected host once; failures become a :class:`Problem`, not an exception."""
     request = build_request(spec, sections)
     try:
-        output = await run_probe(transport, request, python_candidates=python_candidates(spec), timeout=timeout)
+        output = await run_probe(transport, request, python_candidates=venv_pythons(spec.venv), timeout=timeout)
     except (TransportError, ProbeError) as exc:
         log.info("probe_failed", host=spec.name, error=str(exc))
         return HostFacts.unavailable(problem_from_error(exc))

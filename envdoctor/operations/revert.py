@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from envdoctor.engine.executor import FleetSettings, Progress, execute
+from envdoctor.engine.facts import Problem
 from envdoctor.errors import PatchError
-from envdoctor.operations.fleet import FleetSettings, open_transport
-from envdoctor.operations.gather import gather_facts, resolve_venv
 from envdoctor.inventory import HostSpec
-from envdoctor.patching.ledger import outside_environment
-from envdoctor.patching.ledger import LedgerEntry, applied_patches
 from envdoctor.logsafe import get_logger
+from envdoctor.operations.gather import gather_facts, resolve_venv
 from envdoctor.patching.engine import PatchFiles, RevertResult, revert_patch
+from envdoctor.patching.ledger import LedgerEntry, applied_patches, outside_environment
+from envdoctor.transport.interface import Transport
 
 log = get_logger(__name__)
 
@@ -27,6 +28,8 @@ class HostRevert:
     patch: str
     files: tuple[RevertResult, ...] = ()
     error: str | None = None
+    #: What to do about ``error`` (from the connection's problem), when known.
+    hint: str = ""
     #: Nothing to do, and why (the patch was already reverted).
     note: str | None = None
 
@@ -41,6 +44,8 @@ class HostRevert:
         }
         if self.error:
             data["error"] = self.error
+        if self.hint:
+            data["hint"] = self.hint
         if self.note:
             data["note"] = self.note
         return data
@@ -54,35 +59,43 @@ def already_reverted(ledger: Sequence[LedgerEntry], patch_id: str) -> LedgerEntr
     return reverts[-1] if reverts else None
 
 
-async def revert_on_host(spec: HostSpec, settings: FleetSettings, patch_id: str) -> HostRevert:
-    """Revert ``patch_id`` in the host's environment; problems become ``error``, not exceptions."""
-    transport = open_transport(spec, settings)
-    await transport.connect()
+async def revert_on_host(spec: HostSpec, transport: Transport, patch_id: str) -> HostRevert:
+    """Revert ``patch_id`` in a connected host's environment; problems become ``error``, not exceptions."""
+    spec = await resolve_venv(transport, spec)
+    facts = await gather_facts(transport, spec, sections=["venvs", "patch_files"])
+    if facts.problem is not None:
+        return HostRevert(spec.name, patch_id, error=facts.problem.message)
+    env = facts.env_at(spec.venv) if spec.venv else facts.default_env
+    files = PatchFiles.from_facts(facts)
+    if env is None or not env.runs or files is None or files.error:
+        reason = (files.error if files else None) or f"no working Python environment at {spec.venv or 'python3'}"
+        return HostRevert(spec.name, patch_id, error=reason)
+    already = already_reverted(files.ledger, patch_id)
+    if already is not None:
+        return HostRevert(spec.name, patch_id, note=f"{patch_id} was already reverted in {env.prefix} "
+                                                    f"(at {already.time or 'an unknown time'}); nothing to do")
+    for entry in files.ledger:
+        problem = outside_environment(entry, env.prefix) if entry.patch == patch_id else None
+        if problem:  # the ledger is a file in the venv: never trusted to name other files
+            return HostRevert(spec.name, patch_id, error=problem)
     try:
-        spec = await resolve_venv(transport, spec)
-        facts = await gather_facts(transport, spec, sections=["venvs", "patch_files"])
-        if facts.problem is not None:
-            return HostRevert(spec.name, patch_id, error=facts.problem.message)
-        env = facts.env_at(spec.venv) if spec.venv else facts.default_env
-        files = PatchFiles.from_facts(facts)
-        if env is None or not env.runs or files is None or files.error:
-            reason = (files.error if files else None) or f"no working Python environment at {spec.venv or 'python3'}"
-            return HostRevert(spec.name, patch_id, error=reason)
-        already = already_reverted(files.ledger, patch_id)
-        if already is not None:
-            return HostRevert(spec.name, patch_id, note=f"{patch_id} was already reverted in {env.prefix} "
-                                                        f"(at {already.time or 'an unknown time'}); nothing to do")
-        for entry in files.ledger:
-            problem = outside_environment(entry, env.prefix) if entry.patch == patch_id else None
-            if problem:  # the ledger is a file in the venv: never trusted to name other files
-                return HostRevert(spec.name, patch_id, error=problem)
-        try:
-            results = await revert_patch(transport, env, files, patch_id)
-        except PatchError as exc:
-            return HostRevert(spec.name, patch_id, error=str(exc))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hostile host's answer
-            return HostRevert(spec.name, patch_id, error=f"the host's answer could not be used: {exc!r}")
-        log.info("revert_done", host=spec.name, patch=patch_id, results=[r.result for r in results])
-        return HostRevert(spec.name, patch_id, tuple(results))
-    finally:
-        await transport.close()
+        results = await revert_patch(transport, env, files, patch_id)
+    except PatchError as exc:
+        return HostRevert(spec.name, patch_id, error=str(exc))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hostile host's answer
+        return HostRevert(spec.name, patch_id, error=f"the host's answer could not be used: {exc!r}")
+    log.info("revert_done", host=spec.name, patch=patch_id, results=[r.result for r in results])
+    return HostRevert(spec.name, patch_id, tuple(results))
+
+
+def run_revert(specs: Sequence[HostSpec], settings: FleetSettings, patch_id: str,
+               progress: Progress | None = None) -> list[HostRevert]:
+    """Revert ``patch_id`` on every host, one result per host, never raised."""
+
+    async def work(spec: HostSpec, transport: Transport) -> HostRevert:
+        return await revert_on_host(spec, transport, patch_id)
+
+    def not_reverted(spec: HostSpec, problem: Problem) -> HostRevert:
+        return HostRevert(spec.name, patch_id, error=problem.message, hint=problem.hint)
+
+    return execute(specs, settings, work, on_problem=not_reverted, progress=progress, blocking_here=False)

@@ -162,6 +162,13 @@ class ProbeOutput:
     items: dict[str, list[Any]] = field(default_factory=dict)
 
 
+def venv_pythons(venv: str | None) -> list[str]:
+    """Interpreters to try for the probe, before the host's own python3: the venv's first."""
+    if not venv:
+        return []
+    return [os.path.join(venv, "bin", "python3"), os.path.join(venv, "bin", "python")]
+
+
 def probe_command(python_candidates: Sequence[str]) -> list[str]:
     return ["sh", "-c", _WRAPPER, "envdoctor-probe", _BOOTSTRAP, *python_candidates]
 

@@ -1,9 +1,14 @@
-"""Reports of a fleet run: doctor-style text, JSON (the contract) and JUnit XML."""
+"""Reports: every command's values rendered as text for people, JSON (the contract, inside
+the envelope of ``envelope``) and JUnit XML for CI; ``merge`` folds per-node JSON reports into
+one, ``hosts_plan`` shows where each destination is.
+
+May import: everything below it (operations, stages, the domain packages, engine). Never cli.
+"""
 
 from __future__ import annotations
 
-from envdoctor.operations.fleet import FleetReport
 from envdoctor.logsafe import redact_secret_values
+from envdoctor.operations.fleet import FleetReport
 
 FORMATS = ("text", "json", "junit")
 #: The formats of `envdoctor scan` (envdoctor.report.scan_report renders them).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envdoctor.report.envelope import dump_json
@@ -19,6 +19,23 @@ TEXT_KEYS = (
 )
 #: Long values the text view summarises instead of printing (the JSON has them whole).
 SUMMARISED = {"chat_template", "added_tokens", "rendered_chat_template"}
+
+
+def render_facts_of_hosts(docs: Sequence[Mapping[str, Any]], fmt: str) -> str:
+    """One host: its document as the contract has it. Several: ``{"hosts": [document, ...]}``
+    in JSON, one block per host in text, one test suite per host in JUnit."""
+    if len(docs) == 1:
+        return render_facts(docs[0], fmt)
+    if fmt == "json":
+        status = 1 if any(doc.get("problems") for doc in docs) else 0
+        return dump_json("facts", status, {"hosts": list(docs)}, sort_keys=True)
+    if fmt == "junit":
+        root = ET.Element("testsuites", name="envdoctor facts", tests=str(len(docs)),
+                          failures=str(sum(1 for doc in docs if doc.get("problems"))))
+        for doc in docs:
+            root.append(_suite(doc))
+        return ET.tostring(root, encoding="unicode") + "\n"
+    return "\n".join(_text(doc) for doc in docs)
 
 
 def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
@@ -70,9 +87,15 @@ def _show(value: Any) -> str:
 def _junit(doc: Mapping[str, Any]) -> str:
     problems = list(doc.get("problems", []))
     root = ET.Element("testsuites", name="envdoctor facts", tests="1", failures=str(min(1, len(problems))))
-    suite = ET.SubElement(root, "testsuite", name=str(doc.get("host")), tests="1", failures=str(min(1, len(problems))))
+    root.append(_suite(doc))
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _suite(doc: Mapping[str, Any]) -> ET.Element:
+    problems = list(doc.get("problems", []))
+    suite = ET.Element("testsuite", name=str(doc.get("host")), tests="1", failures=str(min(1, len(problems))))
     case = ET.SubElement(suite, "testcase", classname=str(doc.get("host")), name=f"facts {doc.get('model')}")
     if problems:
         ET.SubElement(case, "failure", message=problems[0]).text = "\n".join(problems)
     ET.SubElement(case, "system-out").text = json.dumps(doc, sort_keys=True)
-    return ET.tostring(root, encoding="unicode") + "\n"
+    return suite

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from envdoctor.engine.results import Status
 from envdoctor.operations.fleet import FleetReport
 from envdoctor.safe_text import xml_safe
-from envdoctor.engine.results import Status
 
 
 def render(report: FleetReport) -> str:

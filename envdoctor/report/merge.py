@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envdoctor.errors import UsageError
-from envdoctor.operations.fleet import Action, FleetReport, HostReport
-from envdoctor.inventory import HostSpec
 from envdoctor.engine.results import CheckResult, Remedy, Status
+from envdoctor.errors import UsageError
+from envdoctor.inventory import HostSpec
+from envdoctor.operations.fleet import Action, FleetReport, HostReport
 
 #: A node's report is a few hundred KB at most; a bigger file is not one of ours.
 MAX_REPORT_BYTES = 64 * 1024 * 1024

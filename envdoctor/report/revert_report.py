@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from envdoctor.report.envelope import dump_json
 from envdoctor.operations.revert import HostRevert
+from envdoctor.report.envelope import dump_json
 
 
 def _text(results: Sequence[HostRevert]) -> str:
@@ -15,6 +15,8 @@ def _text(results: Sequence[HostRevert]) -> str:
         lines.append(f"{host.host}  {host.patch}  {'NOTHING TO DO' if host.note else 'OK' if host.ok else 'NOT REVERTED'}")
         if host.error:
             lines.append(f"  ✗ {host.error}")
+            if host.hint:
+                lines.append(f"    hint: {host.hint}")
         if host.note:
             lines.append(f"  - {host.note}")
         for item in host.files:

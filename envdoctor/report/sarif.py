@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from envdoctor import __version__
-from envdoctor.scan.scanner import ScanReport
 from envdoctor.scan.loaders import EXPLICIT_FALSE, KWARGS, MISSING, PARAMETERIZED
+from envdoctor.scan.scanner import ScanReport
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

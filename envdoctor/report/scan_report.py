@@ -8,8 +8,8 @@ from pathlib import Path
 
 from envdoctor.report import sarif
 from envdoctor.report.envelope import dump_json
-from envdoctor.scan.scanner import ScanReport
 from envdoctor.scan.loaders import STATES
+from envdoctor.scan.scanner import ScanReport
 
 
 def render_json(scans: Sequence[tuple[Path, ScanReport]]) -> str:

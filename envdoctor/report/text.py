@@ -8,9 +8,9 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
+from envdoctor.engine.results import CheckResult, Status
 from envdoctor.operations.fleet import FleetReport, HostReport
 from envdoctor.safe_text import single_line
-from envdoctor.engine.results import CheckResult, Status
 
 MAX_ID_WIDTH = 24
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,18 +31,20 @@ from typing import TYPE_CHECKING, Any
 
 from envdoctor.probe.host.core import decode_source
 from envdoctor.probe.host.sources import bytes_might_hold_site, compile_site_filter
-from envdoctor.scan.exports import ExportTable as ExportTable  # re-exported: callers import it from here
+from envdoctor.scan.exports import (
+    ExportTable as ExportTable,  # re-exported: callers import it from here
+)
 from envdoctor.scan.exports import exports_of_source, exports_of_tree
 from envdoctor.scan.exports import module_of_relative_path as module_of_relative_path
 from envdoctor.scan.exports import resolve_relative as resolve_relative
+from envdoctor.scan.loaders import (
+    LOADER_METHODS,
+    VLLM_NAMES,
+    ScanError,
+    Site,
+)
 from envdoctor.scan.prune import candidate_names
 from envdoctor.untrusted import parsed_source_problem
-from envdoctor.scan.loaders import (
-    VLLM_NAMES,
-    LOADER_METHODS,
-    Site,
-    ScanError,
-)
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor

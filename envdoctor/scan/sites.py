@@ -22,6 +22,7 @@ from libcst.metadata import (
 )
 
 from envdoctor.probe.host.core import decode_source
+from envdoctor.scan.exports import ExportTable, resolve_export, resolve_relative
 from envdoctor.scan.loaders import (
     EXPLICIT_FALSE,
     KEYWORD,
@@ -35,7 +36,6 @@ from envdoctor.scan.loaders import (
     Site,
     canonical_callee,
 )
-from envdoctor.scan.exports import ExportTable, resolve_export, resolve_relative
 from envdoctor.scan.prune import candidate_names, prune_source
 from envdoctor.untrusted import parsed_source_problem
 

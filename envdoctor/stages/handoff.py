@@ -16,18 +16,19 @@ import json
 import re
 import shlex
 import string
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from envdoctor.errors import EnvdoctorError, TransportError, UsageError
-from envdoctor.engine.facts import Environment, HostFacts
-from envdoctor.operations.fleet import FleetSettings, open_transport
-from envdoctor.operations.gather import gather_facts, resolve_venv
+from envdoctor.engine.executor import FleetSettings, Progress, execute
+from envdoctor.engine.facts import Environment, HostFacts, Problem
 from envdoctor.engine.graph import CheckGraph, RemedySettings
+from envdoctor.engine.results import CheckResult
+from envdoctor.errors import EnvdoctorError, TransportError, UsageError
 from envdoctor.gpu.document import gpu_facts
 from envdoctor.inventory import HostSpec, Stage
 from envdoctor.logsafe import get_logger
+from envdoctor.modelfacts.document import mask_section, tokenizer_section
 from envdoctor.modelfacts.model import (
     ModelConfigError,
     ModelFacts,
@@ -36,8 +37,7 @@ from envdoctor.modelfacts.model import (
     eagle3_target_layer_ids,
     models_from_facts,
 )
-from envdoctor.modelfacts.document import mask_section, tokenizer_section
-from envdoctor.engine.results import CheckResult
+from envdoctor.operations.gather import gather_facts, resolve_venv
 from envdoctor.stages.programs import DETACHER, SUPERVISOR
 from envdoctor.transport.interface import OutputSink, Transport
 
@@ -305,6 +305,12 @@ class StageOutcome:
     exit_status: int | None = None
     pid: int | None = None
     log_path: str | None = None
+    #: Why the host could not be checked (unreachable, timed out): nothing ran.
+    problem: Problem | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and not self.refused
 
 
 async def run_stage(
@@ -319,11 +325,16 @@ async def run_stage(
     detach: bool = False,
     on_stdout: OutputSink,
     on_stderr: OutputSink,
+    checks_timeout: float | None = None,
 ) -> StageOutcome:
-    """Check what the stage requires, then run (or detach) its command on the open transport."""
+    """Check what the stage requires, then run (or detach) its command on the open transport.
+    ``checks_timeout`` bounds the checks (--timeout); the command itself runs as long as it runs."""
+    import asyncio  # (run always streams over an event loop)
+
     command_placeholders(stage.command)
-    spec = await resolve_venv(transport, spec)
-    facts = await gather_or_raise(transport, spec)
+    async with asyncio.timeout(checks_timeout):
+        spec = await resolve_venv(transport, spec)
+        facts = await gather_or_raise(transport, spec)
     results = graph.evaluate(spec, facts, remedies, only=stage.requires) if stage.requires else []
     refused = [r for r in results if r.status.is_problem]
     if refused:
@@ -359,18 +370,54 @@ async def gather_or_raise(transport: Transport, spec: HostSpec) -> HostFacts:
     return facts
 
 
-async def collect_facts_document(
-    spec: HostSpec, settings: FleetSettings, model: str | None, draft_layers: int = DEFAULT_DRAFT_LAYERS
-) -> dict[str, Any]:
-    """Connect, probe once, and build the facts document for one model."""
-    async with open_transport(spec, settings) as transport:
+@dataclass(frozen=True)
+class FactsOutcome:
+    """One host's facts document (for a host that could not be probed: why, in ``problems``)."""
+
+    doc: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return not self.doc.get("problems")
+
+
+def unavailable_document(spec: HostSpec, problem: Problem) -> dict[str, Any]:
+    """The document of a host whose facts could not be gathered: who, and why."""
+    return {"host": spec.name, "python": None, "venv": spec.venv, "model": None,
+            "problems": [problem.message],
+            "error": {"kind": problem.kind, "message": problem.message, "hint": problem.hint}}
+
+
+def collect_facts(specs: Sequence[HostSpec], settings: FleetSettings, model: str | None,
+                  draft_layers: int = DEFAULT_DRAFT_LAYERS, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Probe every host once and build its facts document for ``model`` (None: the host's one
+    model); a host that cannot be probed gets a document that says why."""
+
+    async def work(spec: HostSpec, transport: Transport) -> FactsOutcome:
         spec = await resolve_venv(transport, spec)
-        facts = await gather_or_raise(transport, spec)
-    return facts_document(spec, facts, model_for(spec, facts, model), draft_layers)
+        facts = await gather_facts(transport, spec)
+        if facts.problem is not None:
+            return FactsOutcome(unavailable_document(spec, facts.problem))
+        return FactsOutcome(facts_document(spec, facts, model_for(spec, facts, model), draft_layers))
+
+    def on_problem(spec: HostSpec, problem: Problem) -> FactsOutcome:
+        return FactsOutcome(unavailable_document(spec, problem))
+
+    return [o.doc for o in execute(specs, settings, work, on_problem=on_problem, progress=progress)]
 
 
-async def run_stage_on_host(spec: HostSpec, stage: Stage, graph: CheckGraph, settings: FleetSettings,
-                            **kwargs: Any) -> StageOutcome:
-    """run_stage over a connection of its own, closed when the command ends."""
-    async with open_transport(spec, settings) as transport:
-        return await run_stage(transport, spec, stage, graph, remedies=settings.remedies, **kwargs)
+def run_stage_on_host(spec: HostSpec, stage: Stage, graph: CheckGraph, settings: FleetSettings,
+                      **kwargs: Any) -> StageOutcome:
+    """run_stage over a connection of its own (through the executor: a host that cannot be
+    reached or checked in time is the outcome's ``problem``), closed when the command ends."""
+
+    async def work(spec: HostSpec, transport: Transport) -> StageOutcome:
+        return await run_stage(transport, spec, stage, graph, remedies=settings.remedies,
+                               checks_timeout=settings.timeout, **kwargs)
+
+    def on_problem(_spec: HostSpec, problem: Problem) -> StageOutcome:
+        return StageOutcome(problem=problem)
+
+    # The stage's command runs as long as it runs: --timeout bounds only its checks (above).
+    (outcome,) = execute([spec], replace(settings, timeout=None), work, on_problem=on_problem, blocking_here=False)
+    return outcome

@@ -1,4 +1,4 @@
-"""`check` on this machine without an event loop (envdoctor.operations.blocking).
+"""`check` on this machine without an event loop (envdoctor.engine.blocking).
 
 The blocking transport is compared with the asyncio one (LocalTransport) on real commands,
 and `envdoctor check local` is run as a user runs it: same report as the asyncio path,
@@ -18,8 +18,8 @@ import time
 import pytest
 
 from envdoctor.errors import CommandTimeout
-from envdoctor.operations import blocking
-from envdoctor.operations.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
+from envdoctor.engine import blocking
+from envdoctor.engine.blocking import BlockingLocalTransport, DeadlineExceeded, Suspended, drive
 from envdoctor.transport.local import LocalTransport
 
 PY = sys.executable
@@ -140,8 +140,9 @@ def test_check_local_gives_the_asyncio_report_without_asyncio(tmp_path):
 def test_audit_here_reports_what_the_asyncio_audit_reports(tmp_path):
     """A local audit without an event loop gives the asyncio path's report: a changed file, a
     missing one and an intact one, each in the same state."""
-    from envdoctor.audit.records import RecordAuditor, audit_here, run_audit
-    from envdoctor.operations.fleet import FleetSettings
+    from envdoctor.audit.records import RecordAuditor
+    from envdoctor.operations.audit import run_audit
+    from envdoctor.engine.executor import FleetSettings
     from envdoctor.inventory import HostSpec
     from envdoctor.report.audit_report import render
     from tests.unit.test_audit import write_dist
@@ -157,8 +158,8 @@ def test_audit_here_reports_what_the_asyncio_audit_reports(tmp_path):
     specs = [HostSpec("local", None, venv=str(prefix))]
     settings = FleetSettings(timeout=120)
 
-    blocking = json.loads(render(audit_here(specs, settings, RecordAuditor(full=True)), "json"))
-    expected = json.loads(render(asyncio.run(run_audit(specs, settings, RecordAuditor(full=True))), "json"))
+    blocking = json.loads(render(run_audit(specs, settings, RecordAuditor(full=True)), "json"))
+    expected = json.loads(render(run_audit(specs, settings, RecordAuditor(full=True), blocking_here=False), "json"))
     states = {os.path.relpath(f["path"], site): f["state"] for h in blocking["hosts"] for f in h["files"]}
     assert states == {"pkg/__init__.py": "modified", "pkg/gone.py": "missing"}
     assert [h["files"] for h in blocking["hosts"]] == [h["files"] for h in expected["hosts"]]

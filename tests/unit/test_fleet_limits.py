@@ -6,7 +6,7 @@ import resource
 
 import pytest
 
-from envdoctor.operations.fleet import DESCRIPTORS_PER_HOST, DESCRIPTORS_RESERVED, descriptor_bound
+from envdoctor.engine.executor import DESCRIPTORS_PER_HOST, DESCRIPTORS_RESERVED, descriptor_bound
 
 
 @pytest.fixture

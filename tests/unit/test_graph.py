@@ -99,7 +99,8 @@ def test_fleet_check_with_only_asks_the_probe_for_those_sections_alone(monkeypat
     import asyncio
 
     from envdoctor.operations import gather
-    from envdoctor.operations.fleet import FleetSettings, run_fleet
+    from envdoctor.engine.executor import FleetSettings
+    from envdoctor.operations.fleet import run_fleet
     from envdoctor.engine.graph import load_checks
 
     asked: list[list[str]] = []
