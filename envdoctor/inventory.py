@@ -218,7 +218,7 @@ def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
         table = _check_table(raw, HOST_KEYS, where)
         venv = table.get("venv")
         if venv is not None and not venv.startswith(("/", "~")):
-            raise ConfigError(f"{where}.venv {venv!r} must be an absolute path on the host",
+            raise ConfigError(f"{where}.venv {venv!r} must be an absolute path on the host (or start with ~)",
                               hint='e.g. venv = "/root/venv_sglang211" (or "~/venv")')
         destination = table.get("ssh", name)
         hosts[name] = HostSpec(

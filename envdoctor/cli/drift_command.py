@@ -26,7 +26,7 @@ def register(cli: click.Group, *, host_options: Any, output_options: Any, handle
     @click.option("--baseline", "baselines", multiple=True, metavar="PREFIX",
                   help="An environment on the host holding the provider version a consumer pins, to check the "
                   "same uses against (repeatable; default: the environments discovered on the host).")
-    @click.option("--no-cache", is_flag=True, help="Parse again; ignore the parse cache kept in <venv>/.envdoctor.")
+    @click.option("--no-cache", is_flag=True, help="Parse again; ignore the parse cache kept on the host in ~/.cache/envdoctor/drift-<digest>/.")
     @click.option("--verbose", "-v", "show_all", is_flag=True, help="Also show the uses that could not be resolved.")
     @output_options
     @handle_errors

@@ -106,7 +106,8 @@ def host_options(func: F) -> F:
                      help="Inventory file (default: ./envdoctor.toml when it exists)."),
         click.option("--ssh-config", "ssh_config", type=FILE,
                      help="OpenSSH client config to read instead of ~/.ssh/config (like ssh -F)."),
-        click.option("--venv", metavar="PATH", help="The job's virtualenv on every host (absolute path)."),
+        click.option("--venv", metavar="PATH",
+                     help="The job's virtualenv on every host: /abs/path, ~/path or ~user/path (~ resolved on the host)."),
         click.option("--require", "requires", multiple=True, metavar="REQ",
                      help="A PEP 508 requirement the venv must satisfy, e.g. 'tiktoken' (repeatable)."),
         click.option("--model", "models", multiple=True, metavar="DIR",
@@ -171,7 +172,8 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     _note_config(inventory)
     venv = opts["venv"]
     if venv is not None and not venv.startswith("/") and not venv.startswith("~"):
-        raise UsageError(f"--venv {venv!r} must be an absolute path on the host", hint="e.g. --venv /root/venv_sglang211")
+        raise UsageError(f"--venv {venv!r} must be an absolute path on the host (or start with ~)",
+                         hint="e.g. --venv /root/venv_sglang211 or --venv ~/venv_sglang211")
     for model in opts["models"]:
         if not model.strip():  # (the probe would look in the login folder)
             raise UsageError(f"--model {model!r} names no directory", hint="e.g. --model /root/models/Kimi-K2.6")
@@ -755,7 +757,9 @@ def _write_through(stream: Any) -> Callable[[bytes], None]:
 @click.argument("stage_name", metavar="STAGE")
 @host_options
 @_draft_layers_option
-@click.option("--detach", is_flag=True, help="Start the command under nohup with a log file; print its pid and log path.")
+@click.option("--detach", is_flag=True,
+              help="Start the command in a session of its own, its output in a log in ~/.cache/envdoctor/logs/ on the "
+              "host; print its pid and log path.")
 @output_options
 @handle_errors
 def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt: str, output: str | None,
