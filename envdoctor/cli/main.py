@@ -808,7 +808,7 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
         sys.exit(EXIT_OK)
     sys.exit(outcome.exit_status if outcome.exit_status is not None else EXIT_PROBLEMS)
 
-from envdoctor.cli.drift_command import register as _register_drift  # noqa: E402  (after the helpers it takes)
+from envdoctor.cli.commands.drift import register as _register_drift  # noqa: E402  (after the helpers it takes)
 
 _register_drift(cli, host_options=host_options, output_options=output_options, handle_errors=handle_errors,
                 select_hosts=select_hosts, emit=emit)
