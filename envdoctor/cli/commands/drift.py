@@ -1,82 +1,82 @@
-"""The ``envdoctor drift`` command (registered in cli.py, which alone prints and exits)."""
+"""``envdoctor drift``: the installed libraries' calls checked against the APIs they reach."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
 import click
 
+from envdoctor.cli.exits import handle_errors
+from envdoctor.cli.options import host_options, output_options
+from envdoctor.cli.output import emit
+from envdoctor.cli.selection import select_hosts
+from envdoctor.drift.request import entry_of_command
 from envdoctor.errors import UsageError
+from envdoctor.operations.drift import DriftOptions, run_drift
+from envdoctor.report.drift_report import render
 
 
-def register(cli: click.Group, *, host_options: Any, output_options: Any, handle_errors: Any,
-             select_hosts: Any, emit: Any) -> None:
-    @cli.command("drift")
-    @click.argument("hosts", nargs=-1, metavar="[HOST]...")
-    @host_options
-    @click.option("--drift", "consumers", multiple=True, metavar="DIST",
-                  help="Also check this installed distribution's calls into the others (repeatable).")
-    @click.option("--provider", "providers", multiple=True, metavar="DIST",
-                  help="Check only the calls into this distribution (repeatable; default: every one imported).")
-    @click.option("--entry", metavar="MODULE|SCRIPT",
-                  help="Check only the consumer files this module (pkg.mod) or script on the host imports.")
-    @click.option("--stage", "stage_name", metavar="STAGE",
-                  help="Like --entry, with the -m module or script of this [stages] command (on its host by default).")
-    @click.option("--baseline", "baselines", multiple=True, metavar="PREFIX",
-                  help="An environment on the host holding the provider version a consumer pins, to check the "
-                  "same uses against (repeatable; default: the environments discovered on the host).")
-    @click.option("--no-cache", is_flag=True, help="Parse again; ignore the parse cache kept in <venv>/.envdoctor.")
-    @click.option("--verbose", "-v", "show_all", is_flag=True, help="Also show the uses that could not be resolved.")
-    @output_options
-    @handle_errors
-    def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[str, ...], entry: str | None,
-              stage_name: str | None, baselines: tuple[str, ...], no_cache: bool, show_all: bool, fmt: str, output: str | None, **opts: Any) -> None:
-        """Check the installed libraries' calls against the APIs of the libraries they import.
+@click.command("drift")
+@click.argument("hosts", nargs=-1, metavar="[HOST]...")
+@host_options
+@click.option("--drift", "consumers", multiple=True, metavar="DIST",
+              help="Also check this installed distribution's calls into the others (repeatable).")
+@click.option("--provider", "providers", multiple=True, metavar="DIST",
+              help="Check only the calls into this distribution (repeatable; default: every one imported).")
+@click.option("--entry", metavar="MODULE|SCRIPT",
+              help="Check only the consumer files this module (pkg.mod) or script on the host imports.")
+@click.option("--stage", "stage_name", metavar="STAGE",
+              help="Like --entry, with the -m module or script of this [stages] command (on its host by default).")
+@click.option("--baseline", "baselines", multiple=True, metavar="PREFIX",
+              help="An environment on the host holding the provider version a consumer pins, to check the "
+              "same uses against (repeatable; default: the environments discovered on the host).")
+@click.option("--no-cache", is_flag=True, help="Parse again; ignore the parse cache kept in <venv>/.envdoctor.")
+@click.option("--verbose", "-v", "show_all", is_flag=True, help="Also show the uses that could not be resolved.")
+@output_options
+@handle_errors
+def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[str, ...], entry: str | None,
+          stage_name: str | None, baselines: tuple[str, ...], no_cache: bool, show_all: bool, fmt: str, output: str | None, **opts: Any) -> None:
+    """Check the installed libraries' calls against the APIs of the libraries they import.
 
-        Static: the host's own Python parses the code (nothing is imported or run). Checks
-        the libraries that depend on transformers, vllm or sglang, plus --drift DIST: every
-        import, attribute and call into another installed distribution, against the
-        definition it reaches. Exit status 1 when a use is an error.
+    Static: the host's own Python parses the code (nothing is imported or run). Checks
+    the libraries that depend on transformers, vllm or sglang, plus --drift DIST: every
+    import, attribute and call into another installed distribution, against the
+    definition it reaches. Exit status 1 when a use is an error.
 
-        \b
-        Examples:
-          envdoctor drift ct200 --venv /root/venv_sglang211
-          envdoctor drift ct200 --venv /root/venv --drift speculators --provider vllm -f json
-          envdoctor drift ct200 --stage gen
-        """
-        from envdoctor.drift.request import entry_of_command
-        from envdoctor.operations.drift import DriftOptions, run_drift
-        from envdoctor.report.drift_report import render
-
-        selection = select_hosts(hosts, **opts)
-        if stage_name is not None:
-            if entry is not None:
-                raise UsageError("--entry and --stage both name an entry", hint="give one of them")
-            stage = selection.inventory.stages.get(stage_name)
-            if stage is None:
-                known = ", ".join(sorted(selection.inventory.stages)) or "none"
-                raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
-            if not hosts and stage.host:
-                selection = select_hosts((stage.host,), **opts)  # the stage's own host by default
-            entry = entry_of_command(stage.command)
-            if entry is None:
-                raise UsageError(f"stage {stage_name!r} runs neither `-m module` nor a .py script",
-                                 hint="use --entry MODULE|SCRIPT, or no entry to check every consumer file")
-        for option, names in (("--drift", consumers), ("--provider", providers)):
-            if any(not name.strip() for name in names):
-                raise UsageError(f"{option} '' names no distribution", hint=f"e.g. {option} vllm")
-        relative = [b for b in baselines if not b.startswith("/")]
-        if relative:
-            raise UsageError(f"--baseline {relative[0]!r} is not an absolute path",
-                             hint="give the environment's folder on the host, e.g. /root/venv_vllm011")
-        options = DriftOptions(consumers=consumers, providers=providers, entry=entry, cache=not no_cache,
-                               baselines=baselines)
-        import asyncio
-
-        report = asyncio.run(run_drift(selection.specs, selection.settings, options))
-        errors = sum(p.count("error") for h in report.hosts for p in h.pairs)
-        bad = sum(1 for h in report.hosts if not h.ok)
-        emit(render(report, fmt, verbose=show_all), output,
-             f"{errors} error(s) on {bad} host(s)" if bad else "no API drift found")
-        sys.exit(report.exit_status)
+    \b
+    Examples:
+      envdoctor drift ct200 --venv /root/venv_sglang211
+      envdoctor drift ct200 --venv /root/venv --drift speculators --provider vllm -f json
+      envdoctor drift ct200 --stage gen
+    """
+    selection = select_hosts(hosts, **opts)
+    if stage_name is not None:
+        if entry is not None:
+            raise UsageError("--entry and --stage both name an entry", hint="give one of them")
+        stage = selection.inventory.stages.get(stage_name)
+        if stage is None:
+            known = ", ".join(sorted(selection.inventory.stages)) or "none"
+            raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
+        if not hosts and stage.host:
+            selection = select_hosts((stage.host,), **opts)  # the stage's own host by default
+        entry = entry_of_command(stage.command)
+        if entry is None:
+            raise UsageError(f"stage {stage_name!r} runs neither `-m module` nor a .py script",
+                             hint="use --entry MODULE|SCRIPT, or no entry to check every consumer file")
+    for option, names in (("--drift", consumers), ("--provider", providers)):
+        if any(not name.strip() for name in names):
+            raise UsageError(f"{option} '' names no distribution", hint=f"e.g. {option} vllm")
+    relative = [b for b in baselines if not b.startswith("/")]
+    if relative:
+        raise UsageError(f"--baseline {relative[0]!r} is not an absolute path",
+                         hint="give the environment's folder on the host, e.g. /root/venv_vllm011")
+    options = DriftOptions(consumers=consumers, providers=providers, entry=entry, cache=not no_cache,
+                           baselines=baselines)
+    report = asyncio.run(run_drift(selection.specs, selection.settings, options))
+    errors = sum(p.count("error") for h in report.hosts for p in h.pairs)
+    bad = sum(1 for h in report.hosts if not h.ok)
+    emit(render(report, fmt, verbose=show_all), output,
+         f"{errors} error(s) on {bad} host(s)" if bad else "no API drift found")
+    sys.exit(report.exit_status)

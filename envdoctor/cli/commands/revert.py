@@ -1,0 +1,47 @@
+"""``envdoctor revert``: a recorded patch's original files put back from their backups."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import click
+
+from envdoctor.cli.commands.patches import known_patch
+from envdoctor.cli.exits import EXIT_OK, EXIT_PROBLEMS, handle_errors
+from envdoctor.cli.options import host_options, output_options
+from envdoctor.cli.output import emit
+from envdoctor.cli.selection import select_hosts
+from envdoctor.operations.revert import revert_on_host
+from envdoctor.report.revert_report import render_revert
+
+
+@click.command()
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
+@click.argument("patch_id", metavar="PATCH")
+@host_options
+@output_options
+@handle_errors
+def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, **opts: Any) -> None:
+    """Restore the original files of PATCH on HOST from envdoctor's backups.
+
+    Only a file that is still exactly what envdoctor wrote is restored; the revert is
+    recorded in the environment's ledger.
+
+    \b
+    Example:
+      envdoctor revert ct200 speculators-tokenizer-trust-remote-code --venv /root/venv_sglang211
+    """
+    known_patch(patch_id, tuple(opts.get("patch_files", ())))  # a typo is a usage error, not a host's
+    selection = select_hosts(hosts, runs_checks=False, **opts)
+
+    async def run_all() -> list[Any]:
+        return list(await asyncio.gather(
+            *(revert_on_host(spec, selection.settings, patch_id) for spec in selection.specs)
+        ))
+
+    results = asyncio.run(run_all())
+    bad = sum(1 for r in results if not r.ok)
+    emit(render_revert(results, fmt), output, f"{bad} host(s) not reverted" if bad else "reverted")
+    sys.exit(EXIT_PROBLEMS if bad else EXIT_OK)
