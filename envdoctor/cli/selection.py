@@ -7,13 +7,14 @@ A command passes the options it declares; one it does not declare (``audit`` has
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from envdoctor.cli.options import DEFAULTS
 from envdoctor.cli.output import CONFIG_META
 from envdoctor.engine.graph import CheckGraph, RemedySettings, load_checks
 from envdoctor.errors import UsageError
@@ -50,64 +51,93 @@ def check_ssh_config(path: str) -> None:
 
 def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings(), *, runs_checks: bool = True,
                  **opts: Any) -> Selection:
-    """The hosts, settings and check graph of a command. A command that runs no checks
-    (audit, revert, facts) loads the check modules only to validate what names them
-    (--skip, skip = [...], --only, --checks): that saves their import at start-up."""
-    inventory = load_inventory(opts["config_path"])
+    """The hosts, settings and check graph of a command, from the options it declares (see
+    :func:`option`). A command that runs no checks (audit, revert, facts) loads the check
+    modules only to validate what names them (--skip, skip = [...], --only, --checks): that
+    saves their import at start-up."""
+    inventory = load_inventory(option(opts, "config_path"))
     _note_config(inventory)
-    venv = opts["venv"]
-    if venv is not None and not venv.startswith("/") and not venv.startswith("~"):
-        raise UsageError(f"--venv {venv!r} must be an absolute path on the host", hint="e.g. --venv /root/venv_sglang211")
-    for model in opts["models"]:
-        if not model.strip():  # (the probe would look in the login folder)
-            raise UsageError(f"--model {model!r} names no directory", hint="e.g. --model /root/models/Kimi-K2.6")
-    if any(not name.strip() for name in opts.get("scan", ())):
-        raise UsageError("--scan '' names no distribution", hint="e.g. --scan lm_eval")
-    overrides = Overrides(
-        venv=venv,
-        requires=tuple(parse_requirement(r, where="--require") for r in opts["requires"]),
-        models=tuple(opts["models"]),
-        trust_remote_code=opts["trust_remote_code"],
-        scan=tuple(opts.get("scan", ())),
-        skip=parse_waivers(opts.get("skip", ()), where="--skip", default_reason="--skip on the command line"),
-        gpus=opts.get("gpus"),
-        draft=bool(opts.get("draft")),
-    )
-    ssh_config = (opts["ssh_config"],) if opts["ssh_config"] else ()
+    overrides = command_line_overrides(opts)
+    ssh_config = (opts["ssh_config"],) if option(opts, "ssh_config") else ()
     if ssh_config:
         check_ssh_config(ssh_config[0])
     specs = resolve_hosts(hosts, inventory, overrides, ssh_config_files=ssh_config)
     active = os.environ.get("VIRTUAL_ENV", "")
     if active.startswith("/"):  # the user's active virtualenv is their choice for this machine
         specs = [replace(s, venv=active) if s.is_local and not s.venv else s for s in specs]
-    patch_files = tuple(opts.get("patch_files", ()))
-    only = tuple(opts["only"]) or None
-    names_checks = bool(opts["check_files"] or patch_files or only or overrides.skip or any(
-        item.skip for item in (*inventory.hosts.values(), *inventory.stages.values())))
-    graph = load_checks(Path(p) for p in opts["check_files"]) if runs_checks or names_checks else CheckGraph(())
+    patch_files = tuple(option(opts, "patch_files"))
     if patch_files:
-        from envdoctor.checks.patches import patch_checks  # (only with --patches: start-up)
-        from envdoctor.patching.engine import user_patches
-
         specs = [replace(spec, patches=patch_files) for spec in specs]
-        graph = CheckGraph([*graph.checks.values(), *patch_checks(user_patches(patch_files))])
-    if only:
-        graph.closure(only)  # unknown names are a usage error now, not a surprise per host
-    check_waivers(graph, overrides.skip, inventory)
+    only = tuple(option(opts, "only")) or None
+    graph = check_graph(opts, inventory, overrides, runs_checks=runs_checks)
     settings = FleetSettings(
-        ssh=SSHOptions(config_files=ssh_config, connect_timeout=opts["connect_timeout"], accept_new=opts["accept_new"],
-                       allow_no_host_key_check=opts.get("insecure_no_host_key_check", False)),
-        timeout=opts["timeout"],
-        parallel=opts["parallel"],
+        ssh=SSHOptions(config_files=ssh_config, connect_timeout=option(opts, "connect_timeout"),
+                       accept_new=option(opts, "accept_new"),
+                       allow_no_host_key_check=option(opts, "insecure_no_host_key_check")),
+        timeout=option(opts, "timeout"),
+        parallel=option(opts, "parallel"),
         remedies=remedies,
         only=only,
     )
     targets = [spec.ssh for spec in specs if spec.ssh is not None]
     if targets:
-        from envdoctor.transport.openssh import resolve_all  # ssh -G once per host, now: a bad SSH config is exit 2
+        # ssh -G once per host, now: a bad SSH config is exit 2. (Imported only for SSH
+        # hosts: it brings asyncio, a third of start-up.)
+        from envdoctor.transport.openssh import resolve_all
 
         resolve_all(targets, settings.ssh)
     return Selection(specs, inventory, settings, graph)
+
+
+def option(opts: Mapping[str, Any], name: str) -> Any:
+    """The value of an option, or its default when the command does not declare it."""
+    return opts.get(name, DEFAULTS[name])
+
+
+def command_line_overrides(opts: Mapping[str, Any]) -> Overrides:
+    """--venv, --require, --model, ...: what every host of this run should have; bad values are exit 2."""
+    venv = option(opts, "venv")
+    if venv is not None and not venv.startswith("/") and not venv.startswith("~"):
+        raise UsageError(f"--venv {venv!r} must be an absolute path on the host", hint="e.g. --venv /root/venv_sglang211")
+    models = tuple(option(opts, "models"))
+    for model in models:
+        if not model.strip():  # (the probe would look in the login folder)
+            raise UsageError(f"--model {model!r} names no directory", hint="e.g. --model /root/models/Kimi-K2.6")
+    scan = tuple(option(opts, "scan"))
+    if any(not name.strip() for name in scan):
+        raise UsageError("--scan '' names no distribution", hint="e.g. --scan lm_eval")
+    return Overrides(
+        venv=venv,
+        requires=tuple(parse_requirement(r, where="--require") for r in option(opts, "requires")),
+        models=models,
+        trust_remote_code=option(opts, "trust_remote_code"),
+        scan=scan,
+        skip=parse_waivers(option(opts, "skip"), where="--skip", default_reason="--skip on the command line"),
+        gpus=option(opts, "gpus"),
+        draft=bool(option(opts, "draft")),
+    )
+
+
+def check_graph(opts: Mapping[str, Any], inventory: Inventory, overrides: Overrides, *,
+                runs_checks: bool) -> CheckGraph:
+    """The checks this run may evaluate: the shipped ones, --checks files, --patches' checks;
+    every name given (--only, waivers) must be one of them."""
+    check_files = option(opts, "check_files")
+    patch_files = tuple(option(opts, "patch_files"))
+    only = tuple(option(opts, "only"))
+    names_checks = bool(check_files or patch_files or only or overrides.skip or any(
+        item.skip for item in (*inventory.hosts.values(), *inventory.stages.values())))
+    graph = load_checks(Path(p) for p in check_files) if runs_checks or names_checks else CheckGraph(())
+    if patch_files:
+        # (Imported only with --patches: the patch engine is start-up that other runs skip.)
+        from envdoctor.checks.patches import patch_checks
+        from envdoctor.patching.engine import user_patches
+
+        graph = CheckGraph([*graph.checks.values(), *patch_checks(user_patches(patch_files))])
+    if only:
+        graph.closure(only)  # unknown names are a usage error now, not a surprise per host
+    check_waivers(graph, overrides.skip, inventory)
+    return graph
 
 
 def check_waivers(graph: CheckGraph, cli_skip: Sequence[tuple[str, str]], inventory: Inventory) -> None:

@@ -9,7 +9,7 @@ import click
 
 from envdoctor.audit.records import RecordAuditor, audit_here, run_audit
 from envdoctor.cli.exits import handle_errors
-from envdoctor.cli.options import host_options, output_options
+from envdoctor.cli.options import connection_options, environment_options, output_options
 from envdoctor.cli.output import ProgressLine, emit, wants_color
 from envdoctor.cli.selection import select_hosts
 from envdoctor.report.audit_report import render as render_audit
@@ -17,9 +17,10 @@ from envdoctor.report.audit_report import render as render_audit
 
 @click.command()
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
-@host_options
+@connection_options
+@environment_options
 @click.option("--full", is_flag=True, help="Hash every file again; ignore the stat cache kept on the host.")
-@output_options
+@output_options()
 @handle_errors
 def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **opts: Any) -> None:
     """Verify every installed file of the venv against its distribution's RECORD.

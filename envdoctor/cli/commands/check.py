@@ -9,7 +9,7 @@ import click
 
 from envdoctor.checks.remote_code import scan_names_not_installed
 from envdoctor.cli.exits import handle_errors
-from envdoctor.cli.options import host_options, output_options
+from envdoctor.cli.options import checking_options, output_options
 from envdoctor.cli.output import ProgressLine, emit, wants_color
 from envdoctor.cli.selection import Selection, select_hosts
 from envdoctor.engine.graph import RemedySettings
@@ -39,8 +39,8 @@ def run_and_report(selection: Selection, *, command: str, fmt: str, output: str 
 
 @click.command()
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
-@host_options
-@output_options
+@checking_options
+@output_options()
 @handle_errors
 def check(hosts: tuple[str, ...], fmt: str, output: str | None, **opts: Any) -> None:
     """Run the check graph on each HOST and report what is wrong, why, and the fix.
@@ -56,12 +56,12 @@ def check(hosts: tuple[str, ...], fmt: str, output: str | None, **opts: Any) -> 
 
 @click.command()
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
-@host_options
+@checking_options
 @click.option("--dry-run", is_flag=True, help="Show the commands (and diffs) that would run; change nothing.")
 @click.option("--index-url", metavar="URL", help="Passed to pip for installs (hosts without internet).")
 @click.option("--extra-index-url", "extra_index_urls", multiple=True, metavar="URL", help="Passed to pip (repeatable).")
 @click.option("--find-links", "find_links", multiple=True, metavar="DIR|URL", help="Passed to pip (repeatable).")
-@output_options
+@output_options()
 @handle_errors
 def fix(hosts: tuple[str, ...], dry_run: bool, index_url: str | None, extra_index_urls: tuple[str, ...],
         find_links: tuple[str, ...], fmt: str, output: str | None, **opts: Any) -> None:

@@ -16,7 +16,7 @@ from envdoctor.report.listing import render_checks
 @click.command("checks")
 @click.option("--checks", "check_files", multiple=True, type=FILE,
               help="Also list the checks in this file (repeatable).")
-@output_options
+@output_options()
 @handle_errors
 def list_checks(check_files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """List the checks, in the order they run, with what each requires."""

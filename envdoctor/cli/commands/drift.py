@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from envdoctor.cli.exits import handle_errors
-from envdoctor.cli.options import host_options, output_options
+from envdoctor.cli.options import connection_options, environment_options, output_options
 from envdoctor.cli.output import emit
 from envdoctor.cli.selection import select_hosts
 from envdoctor.drift.request import entry_of_command
@@ -20,7 +20,8 @@ from envdoctor.report.drift_report import render
 
 @click.command("drift")
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
-@host_options
+@connection_options
+@environment_options
 @click.option("--drift", "consumers", multiple=True, metavar="DIST",
               help="Also check this installed distribution's calls into the others (repeatable).")
 @click.option("--provider", "providers", multiple=True, metavar="DIST",
@@ -34,7 +35,7 @@ from envdoctor.report.drift_report import render
               "same uses against (repeatable; default: the environments discovered on the host).")
 @click.option("--no-cache", is_flag=True, help="Parse again; ignore the parse cache kept in <venv>/.envdoctor.")
 @click.option("--verbose", "-v", "show_all", is_flag=True, help="Also show the uses that could not be resolved.")
-@output_options
+@output_options()
 @handle_errors
 def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[str, ...], entry: str | None,
           stage_name: str | None, baselines: tuple[str, ...], no_cache: bool, show_all: bool, fmt: str, output: str | None, **opts: Any) -> None:
@@ -51,7 +52,7 @@ def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[s
       envdoctor drift ct200 --venv /root/venv --drift speculators --provider vllm -f json
       envdoctor drift ct200 --stage gen
     """
-    selection = select_hosts(hosts, **opts)
+    selection = select_hosts(hosts, runs_checks=False, **opts)
     if stage_name is not None:
         if entry is not None:
             raise UsageError("--entry and --stage both name an entry", hint="give one of them")
@@ -60,7 +61,7 @@ def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[s
             known = ", ".join(sorted(selection.inventory.stages)) or "none"
             raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
         if not hosts and stage.host:
-            selection = select_hosts((stage.host,), **opts)  # the stage's own host by default
+            selection = select_hosts((stage.host,), runs_checks=False, **opts)  # the stage's own host by default
         entry = entry_of_command(stage.command)
         if entry is None:
             raise UsageError(f"stage {stage_name!r} runs neither `-m module` nor a .py script",

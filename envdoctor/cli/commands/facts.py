@@ -9,7 +9,13 @@ from typing import Any
 import click
 
 from envdoctor.cli.exits import EXIT_OK, EXIT_PROBLEMS, handle_errors
-from envdoctor.cli.options import draft_layers_option, host_options, output_options
+from envdoctor.cli.options import (
+    DRAFT_LAYERS,
+    connection_options,
+    environment_options,
+    model_options,
+    output_options,
+)
 from envdoctor.cli.output import emit
 from envdoctor.cli.selection import one_host, select_hosts
 from envdoctor.errors import UsageError
@@ -19,9 +25,11 @@ from envdoctor.stages.handoff import collect_facts_document
 
 @click.command("facts")
 @click.argument("host", metavar="HOST")
-@host_options
-@draft_layers_option
-@output_options
+@connection_options
+@environment_options
+@model_options
+@DRAFT_LAYERS
+@output_options()
 @handle_errors
 def facts_command(host: str, draft_layers: int, fmt: str, output: str | None, **opts: Any) -> None:
     """Print what the next stage needs to know about a model on HOST, as JSON with -f json:

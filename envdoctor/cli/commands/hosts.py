@@ -7,7 +7,7 @@ import sys
 import click
 
 from envdoctor.cli.exits import EXIT_OK, handle_errors
-from envdoctor.cli.options import FILE, WRITABLE_FILE
+from envdoctor.cli.options import CONFIG, SSH_CONFIG, output_options
 from envdoctor.cli.output import emit
 from envdoctor.cli.selection import check_ssh_config
 from envdoctor.inventory import load_inventory
@@ -17,14 +17,10 @@ from envdoctor.transport.target import SSHOptions
 
 @click.command("hosts")
 @click.argument("hosts", nargs=-1, required=True, metavar="DEST...")
-@click.option("--config", "config_path", type=FILE,
-              help="Inventory file (default: ./envdoctor.toml when it exists).")
-@click.option("--ssh-config", "ssh_config", type=FILE,
-              help="OpenSSH client config to read instead of ~/.ssh/config (like ssh -F).")
-@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Report format: text for people (with where each value came from), json for programs.")
-@click.option("--output", "-o", "output", type=WRITABLE_FILE,
-              help="Write the report to FILE instead of standard output.")
+@CONFIG
+@SSH_CONFIG
+@output_options(("text", "json"),
+                "Report format: text for people (with where each value came from), json for programs.")
 @handle_errors
 def hosts_command(hosts: tuple[str, ...], config_path: str | None, ssh_config: str | None, fmt: str,
                   output: str | None) -> None:

@@ -18,7 +18,7 @@ from envdoctor.report.merge import common_outcomes, group_hosts, merge_reports, 
 @click.command("merge")
 @click.argument("reports", nargs=-1, required=True, metavar="REPORT.json...",
                 type=click.Path(dir_okay=False, path_type=Path))
-@output_options
+@output_options()
 @handle_errors
 def merge(reports: tuple[Path, ...], fmt: str, output: str | None) -> None:
     """Fold per-node JSON reports into one fleet report, hosts grouped by what differs.

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from envdoctor.cli.exits import handle_errors
-from envdoctor.cli.options import PATCHES_OPTION, output_options
+from envdoctor.cli.options import PATCHES, output_options
 from envdoctor.cli.output import emit
 from envdoctor.errors import ConfigError, UsageError
 from envdoctor.patching.engine import generic_patches, load_patches
@@ -20,8 +20,8 @@ def patches_group() -> None:
 
 
 @patches_group.command("list")
-@PATCHES_OPTION
-@output_options
+@PATCHES
+@output_options()
 @handle_errors
 def list_patches(patch_files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """List every patch fix can apply: id, distribution and versions, summary (the generic
@@ -31,8 +31,8 @@ def list_patches(patch_files: tuple[str, ...], fmt: str, output: str | None) -> 
 
 @patches_group.command("show")
 @click.argument("patch_id", metavar="ID")
-@PATCHES_OPTION
-@output_options
+@PATCHES
+@output_options()
 @handle_errors
 def show_patch(patch_id: str, patch_files: tuple[str, ...], fmt: str, output: str | None) -> None:
     """Show what patch ID changes, where, for which versions, and why."""

@@ -10,7 +10,7 @@ import click
 
 from envdoctor.cli.commands.patches import known_patch
 from envdoctor.cli.exits import EXIT_OK, EXIT_PROBLEMS, handle_errors
-from envdoctor.cli.options import host_options, output_options
+from envdoctor.cli.options import PATCHES, connection_options, environment_options, output_options
 from envdoctor.cli.output import emit
 from envdoctor.cli.selection import select_hosts
 from envdoctor.operations.revert import revert_on_host
@@ -20,8 +20,10 @@ from envdoctor.report.revert_report import render_revert
 @click.command()
 @click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
 @click.argument("patch_id", metavar="PATCH")
-@host_options
-@output_options
+@connection_options
+@environment_options
+@PATCHES
+@output_options()
 @handle_errors
 def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, **opts: Any) -> None:
     """Restore the original files of PATCH on HOST from envdoctor's backups.
@@ -33,7 +35,7 @@ def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, 
     Example:
       envdoctor revert ct200 speculators-tokenizer-trust-remote-code --venv /root/venv_sglang211
     """
-    known_patch(patch_id, tuple(opts.get("patch_files", ())))  # a typo is a usage error, not a host's
+    known_patch(patch_id, opts["patch_files"])  # a typo is a usage error, not a host's
     selection = select_hosts(hosts, runs_checks=False, **opts)
 
     async def run_all() -> list[Any]:

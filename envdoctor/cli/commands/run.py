@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from envdoctor.cli.exits import EXIT_OK, EXIT_PROBLEMS, handle_errors
-from envdoctor.cli.options import draft_layers_option, host_options, output_options
+from envdoctor.cli.options import DRAFT_LAYERS, checking_options, output_options
 from envdoctor.cli.output import emit
 from envdoctor.cli.selection import one_host, select_hosts
 from envdoctor.errors import UsageError
@@ -33,10 +33,10 @@ def _write_through(stream: Any) -> Callable[[bytes], None]:
 @click.command("run")
 @click.argument("host", metavar="HOST")
 @click.argument("stage_name", metavar="STAGE")
-@host_options
-@draft_layers_option
+@checking_options
+@DRAFT_LAYERS
 @click.option("--detach", is_flag=True, help="Start the command under nohup with a log file; print its pid and log path.")
-@output_options
+@output_options()
 @handle_errors
 def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt: str, output: str | None,
                 **opts: Any) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from envdoctor.cli.exits import EXIT_OK, EXIT_PROBLEMS, handle_errors
-from envdoctor.cli.options import WRITABLE_FILE
-from envdoctor.cli.output import emit, validate_output
+from envdoctor.cli.options import output_options
+from envdoctor.cli.output import emit
 from envdoctor.errors import UsageError
 from envdoctor.report import SCAN_FORMATS
 from envdoctor.report.scan_report import render as render_scan
@@ -18,10 +18,7 @@ from envdoctor.scan.scanner import TrustRemoteCodeScanner
 
 @click.command("scan")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--format", "-f", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True,
-              help="Report format: text for people, json for programs, sarif for code-scanning tools.")
-@click.option("--output", "-o", "output", type=WRITABLE_FILE, callback=validate_output,
-              help="Write the report to FILE instead of standard output.")
+@output_options(SCAN_FORMATS, "Report format: text for people, json for programs, sarif for code-scanning tools.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes that parse files.")
 @handle_errors
