@@ -6,9 +6,7 @@ Every report passes through :func:`emit`, which keeps secrets and terminal escap
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,45 +69,12 @@ def _umask() -> int:
     return mask
 
 
-CONFIG_META = "envdoctor.config"
-
-
-_EXIT_STATUS_LINE = re.compile(r'\n  "exit_status": -?\d+,\n')
-
-
-def _with_config(text: str) -> str:
-    """A JSON report gains ``"config": PATH`` (null without one) after its envelope keys."""
-    context = click.get_current_context(silent=True)
-    if context is None or CONFIG_META not in context.meta or not text.startswith("{"):
-        return text
-    # Every report is indented by dump_json, envelope first: the line goes in after
-    # "exit_status" without decoding and encoding a fleet's report again. (A top-level key is
-    # the only text at two spaces after a newline: newlines inside strings are escaped.)
-    if '\n  "config": ' in text:
-        return text
-    envelope_end = _EXIT_STATUS_LINE.search(text, 0, 1000)
-    if envelope_end is not None:
-        at = envelope_end.end()
-        return f'{text[:at]}  "config": {json.dumps(context.meta[CONFIG_META])},\n{text[at:]}'
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text
-    if not isinstance(data, dict) or "config" in data:
-        return text
-    keys = list(data)
-    at = next((i + 1 for i, key in enumerate(keys) if key == "exit_status"), 0)
-    items = list(data.items())
-    items.insert(at, ("config", context.meta[CONFIG_META]))
-    return json.dumps(dict(items), indent=2) + "\n"
-
-
 def emit(text: str, output: str | None, summary: str = "", *, redacted: bool = False) -> None:
     """Print the report, or write it to ``output`` and say so on stderr with ``summary``."""
     # Every report, whatever the command: no URL userinfo, token or key material comes out.
     # (``redacted``: the renderer did it field by field, as `hosts` does to show each
     # destination as it was given.)
-    text = _with_config(text) if redacted else redact_secret_values(_with_config(text))
+    text = text if redacted else redact_secret_values(text)
     if not text.startswith(("{", "<?xml")):  # JSON and XML escape for themselves
         text = terminal_safe(text)  # a host's or a model's ESC sequence never reaches the terminal
     if output:

@@ -12,10 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import click
-
 from envdoctor.cli.options import DEFAULTS
-from envdoctor.cli.output import CONFIG_META
 from envdoctor.engine.graph import CheckGraph, RemedySettings, load_checks
 from envdoctor.errors import UsageError
 from envdoctor.inventory import (
@@ -40,6 +37,11 @@ class Selection:
     settings: FleetSettings
     graph: CheckGraph
 
+    @property
+    def config(self) -> str | None:
+        """The inventory file read (absolute), None without one: JSON reports name it."""
+        return str(self.inventory.path.absolute()) if self.inventory.path else None
+
 
 def check_ssh_config(path: str) -> None:
     """--ssh-config names a file ssh -F can read: /dev/null too (`ssh -F /dev/null`: no config at all)."""
@@ -56,7 +58,6 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     modules only to validate what names them (--skip, skip = [...], --only, --checks): that
     saves their import at start-up."""
     inventory = load_inventory(option(opts, "config_path"))
-    _note_config(inventory)
     overrides = command_line_overrides(opts)
     ssh_config = (opts["ssh_config"],) if option(opts, "ssh_config") else ()
     if ssh_config:
@@ -150,13 +151,6 @@ def check_waivers(graph: CheckGraph, cli_skip: Sequence[tuple[str, str]], invent
     for check_id, where in named:
         if check_id not in graph.checks:
             raise UsageError(f"{where}: no check named {check_id!r} to waive", hint="`envdoctor checks` lists them")
-
-
-def _note_config(inventory: Inventory) -> None:
-    """Remember for this invocation which config was loaded: JSON reports name it."""
-    context = click.get_current_context(silent=True)
-    if context is not None:
-        context.meta[CONFIG_META] = str(inventory.path.absolute()) if inventory.path else None
 
 
 def one_host(selection: Selection, host: str) -> HostSpec:

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-from envdoctor.report.envelope import dump_json
+from envdoctor.report.envelope import NO_CONFIG, Config, dump_json
 
 #: The keys the text view shows first, in this order; the JSON has them all.
 TEXT_KEYS = (
@@ -21,9 +21,9 @@ TEXT_KEYS = (
 SUMMARISED = {"chat_template", "added_tokens", "rendered_chat_template"}
 
 
-def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
+def render_facts(doc: Mapping[str, Any], fmt: str, *, config: Config = NO_CONFIG) -> str:
     if fmt == "json":
-        return dump_json("facts", 1 if doc.get("problems") else 0, doc, sort_keys=True)
+        return dump_json("facts", 1 if doc.get("problems") else 0, doc, sort_keys=True, config=config)
     if fmt == "junit":
         return _junit(doc)
     return _text(doc)

@@ -44,5 +44,5 @@ def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **op
 
             report = asyncio.run(run_audit(selection.specs, selection.settings, RecordAuditor(full=full), progress))
     bad = sum(1 for h in report.hosts if not h.ok)
-    emit(render_audit(report, fmt, color=wants_color(fmt, output)), output, f"{bad} host(s) with differences" if bad else "all OK")
+    emit(render_audit(report, fmt, color=wants_color(fmt, output), config=selection.config), output, f"{bad} host(s) with differences" if bad else "all OK")
     sys.exit(report.exit_status)

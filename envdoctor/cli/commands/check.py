@@ -33,7 +33,7 @@ def run_and_report(selection: Selection, *, command: str, fmt: str, output: str 
         raise UsageError(f"--scan {', '.join(unknown)}: not installed on any host checked",
                          hint="name an installed distribution (`<venv>/bin/python -m pip list` shows them)")
     bad = sum(1 for h in report.hosts if not h.ok)
-    emit(render(report, fmt, color=wants_color(fmt, output)), output, f"{bad} host(s) with problems" if bad else "all OK")
+    emit(render(report, fmt, color=wants_color(fmt, output), config=selection.config), output, f"{bad} host(s) with problems" if bad else "all OK")
     sys.exit(report.exit_status)
 
 

@@ -78,6 +78,6 @@ def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[s
     report = asyncio.run(run_drift(selection.specs, selection.settings, options))
     errors = sum(p.count("error") for h in report.hosts for p in h.pairs)
     bad = sum(1 for h in report.hosts if not h.ok)
-    emit(render(report, fmt, verbose=show_all), output,
+    emit(render(report, fmt, verbose=show_all, config=selection.config), output,
          f"{errors} error(s) on {bad} host(s)" if bad else "no API drift found")
     sys.exit(report.exit_status)

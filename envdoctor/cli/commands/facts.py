@@ -49,5 +49,5 @@ def facts_command(host: str, draft_layers: int, fmt: str, output: str | None, **
     if model is None and len(spec.models) != 1:
         raise UsageError("facts needs one model directory", hint="pass --model DIR")
     doc = asyncio.run(collect_facts_document(spec, selection.settings, model, draft_layers))
-    emit(render_facts(doc, fmt), output, "; ".join(doc["problems"]))
+    emit(render_facts(doc, fmt, config=selection.config), output, "; ".join(doc["problems"]))
     sys.exit(EXIT_PROBLEMS if doc["problems"] else EXIT_OK)

@@ -67,14 +67,14 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     ))
     if outcome.refused:
         report = FleetReport("run", [HostReport(spec, outcome.results)])
-        emit(render(report, fmt), output)
+        emit(render(report, fmt, config=selection.config), output)
         failing = ", ".join(r.id for r in outcome.refused)
         click.echo(f"envdoctor: not running stage {stage_name!r} on {host}: failing checks: {failing}", err=True)
         sys.exit(EXIT_PROBLEMS)
     if detach:
         if fmt == "json":
             emit(dump_json("run", EXIT_OK, {"pid": outcome.pid, "log": outcome.log_path,
-                                            "stage_command": outcome.command}), output)
+                                            "stage_command": outcome.command}, config=selection.config), output)
         else:
             emit(f"pid {outcome.pid}\nlog {outcome.log_path}\n", output)
         sys.exit(EXIT_OK)
