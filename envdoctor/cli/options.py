@@ -53,14 +53,18 @@ SSH_CONFIG = click.option("--ssh-config", "ssh_config", type=FILE,
                           help="OpenSSH client config to read instead of ~/.ssh/config (like ssh -F).")
 CONNECT_TIMEOUT = click.option(
     "--connect-timeout", type=click.FloatRange(min=0.1), default=DEFAULTS["connect_timeout"],
-    help="Seconds to wait for each host to accept the SSH connection [default: the SSH config's ConnectTimeout, else 15].")
-TIMEOUT = click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULTS["timeout"], show_default=True,
-                       help="Deadline in seconds for all the work on one host.")
-PARALLEL = click.option("--parallel", type=click.IntRange(min=1), default=DEFAULTS["parallel"], show_default=True,
-                        help="Hosts worked on at the same time.")
+    help="Seconds to wait for each host to accept the SSH connection "
+         "[default: the SSH config's ConnectTimeout, else 15].")
+TIMEOUT = click.option(
+    "--timeout", type=click.FloatRange(min=1), default=DEFAULTS["timeout"], show_default=True,
+    help="Deadline in seconds for all the work on one host.")
+PARALLEL = click.option(
+    "--parallel", type=click.IntRange(min=1), default=DEFAULTS["parallel"], show_default=True,
+    help="Hosts worked on at the same time.")
 ACCEPT_NEW = click.option(
     "--accept-new", is_flag=True,
-    help="Record the key of a host not yet in known_hosts (OpenSSH's accept-new); a changed key is still refused.")
+    help="Record the key of a host not yet in known_hosts (OpenSSH's accept-new); "
+         "a changed key is still refused.")
 INSECURE_NO_HOST_KEY_CHECK = click.option(
     "--insecure-no-host-key-check", "insecure_no_host_key_check", is_flag=True,
     help="Honour 'StrictHostKeyChecking no' from the SSH config (unknown keys accepted, logged loudly); "
@@ -79,10 +83,12 @@ MODEL = click.option("--model", "models", multiple=True, metavar="DIR",
                      help="A model directory on the host the job will load (repeatable).")
 TRUST_REMOTE_CODE = click.option(
     "--trust-remote-code", is_flag=True,
-    help="Consent that the models' own code may run and that loader calls may be patched to pass the flag.")
+    help="Consent that the models' own code may run and that loader calls may be patched "
+         "to pass the flag.")
 SCAN = click.option(
     "--scan", "scan", multiple=True, metavar="DIST",
-    help="Also scan this installed distribution for loader calls without trust_remote_code (repeatable).")
+    help="Also scan this installed distribution for loader calls without trust_remote_code "
+         "(repeatable).")
 GPUS = click.option("--gpus", "gpus", type=click.IntRange(min=0), metavar="N",
                     help="GPUs every host must have: host.gpu fails without a driver or with fewer.")
 DRAFT = click.option(
@@ -101,7 +107,8 @@ ONLY = click.option("--only", "only", multiple=True, metavar="CHECK",
                     help="Run only this check and those it requires (repeatable).")
 SKIP = click.option(
     "--skip", "skip", multiple=True, metavar="CHECK[=REASON]",
-    help="Waive a check: it still runs and is reported as waived, never failing the run (repeatable).")
+    help="Waive a check: it still runs and is reported as waived, never failing the run "
+         "(repeatable).")
 check_selection_options = together(CHECKS, PATCHES, ONLY, SKIP)
 
 #: Everything a command that runs the check graph on hosts reads (check, fix, run).
@@ -112,11 +119,13 @@ DRAFT_LAYERS = click.option("--draft-layers", type=click.IntRange(min=1), defaul
 
 
 def output_options(formats: Sequence[str] = FORMATS,
-                   format_help: str = "Report format: text for people, json for programs, junit for CI.") -> Decorator[F]:
+                   format_help: str = "Report format: text for people, json for programs, junit for CI.",
+                   ) -> Decorator[F]:
     """--format (one of ``formats``) and --output, which every command takes."""
     return together(
         click.option("--format", "-f", "fmt", type=click.Choice(formats), default="text", show_default=True,
                      help=format_help),
         click.option("--output", "-o", "output", type=WRITABLE_FILE, callback=validate_output,
-                     help="Write the report to FILE instead of standard output (its folder is created when missing)."),
+                     help="Write the report to FILE instead of standard output "
+                          "(its folder is created when missing)."),
     )

@@ -19,6 +19,7 @@ from envdoctor.inventory import (
     HostSpec,
     Inventory,
     Overrides,
+    Stage,
     load_inventory,
     parse_requirement,
     parse_waivers,
@@ -59,27 +60,15 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
     saves their import at start-up."""
     inventory = load_inventory(option(opts, "config_path"))
     overrides = command_line_overrides(opts)
-    ssh_config = (opts["ssh_config"],) if option(opts, "ssh_config") else ()
-    if ssh_config:
-        check_ssh_config(ssh_config[0])
-    specs = resolve_hosts(hosts, inventory, overrides, ssh_config_files=ssh_config)
+    settings = fleet_settings(opts, remedies)
+    specs = resolve_hosts(hosts, inventory, overrides, ssh_config_files=settings.ssh.config_files)
     active = os.environ.get("VIRTUAL_ENV", "")
     if active.startswith("/"):  # the user's active virtualenv is their choice for this machine
         specs = [replace(s, venv=active) if s.is_local and not s.venv else s for s in specs]
     patch_files = tuple(option(opts, "patch_files"))
     if patch_files:
         specs = [replace(spec, patches=patch_files) for spec in specs]
-    only = tuple(option(opts, "only")) or None
     graph = check_graph(opts, inventory, overrides, runs_checks=runs_checks)
-    settings = FleetSettings(
-        ssh=SSHOptions(config_files=ssh_config, connect_timeout=option(opts, "connect_timeout"),
-                       accept_new=option(opts, "accept_new"),
-                       allow_no_host_key_check=option(opts, "insecure_no_host_key_check")),
-        timeout=option(opts, "timeout"),
-        parallel=option(opts, "parallel"),
-        remedies=remedies,
-        only=only,
-    )
     targets = [spec.ssh for spec in specs if spec.ssh is not None]
     if targets:
         # ssh -G once per host, now: a bad SSH config is exit 2. (Imported only for SSH
@@ -88,6 +77,18 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
 
         resolve_all(targets, settings.ssh)
     return Selection(specs, inventory, settings, graph)
+
+
+def fleet_settings(opts: Mapping[str, Any], remedies: RemedySettings) -> FleetSettings:
+    """How to reach the hosts and how long and how many at once; a missing --ssh-config is exit 2."""
+    ssh_config = option(opts, "ssh_config")
+    if ssh_config:
+        check_ssh_config(ssh_config)
+    ssh = SSHOptions(config_files=(ssh_config,) if ssh_config else (),
+                     connect_timeout=option(opts, "connect_timeout"), accept_new=option(opts, "accept_new"),
+                     allow_no_host_key_check=option(opts, "insecure_no_host_key_check"))
+    return FleetSettings(ssh=ssh, timeout=option(opts, "timeout"), parallel=option(opts, "parallel"),
+                         remedies=remedies, only=tuple(option(opts, "only")) or None)
 
 
 def option(opts: Mapping[str, Any], name: str) -> Any:
@@ -99,11 +100,13 @@ def command_line_overrides(opts: Mapping[str, Any]) -> Overrides:
     """--venv, --require, --model, ...: what every host of this run should have; bad values are exit 2."""
     venv = option(opts, "venv")
     if venv is not None and not venv.startswith("/") and not venv.startswith("~"):
-        raise UsageError(f"--venv {venv!r} must be an absolute path on the host", hint="e.g. --venv /root/venv_sglang211")
+        raise UsageError(f"--venv {venv!r} must be an absolute path on the host",
+                         hint="e.g. --venv /root/venv_sglang211")
     models = tuple(option(opts, "models"))
     for model in models:
         if not model.strip():  # (the probe would look in the login folder)
-            raise UsageError(f"--model {model!r} names no directory", hint="e.g. --model /root/models/Kimi-K2.6")
+            raise UsageError(f"--model {model!r} names no directory",
+                             hint="e.g. --model /root/models/Kimi-K2.6")
     scan = tuple(option(opts, "scan"))
     if any(not name.strip() for name in scan):
         raise UsageError("--scan '' names no distribution", hint="e.g. --scan lm_eval")
@@ -153,7 +156,17 @@ def check_waivers(graph: CheckGraph, cli_skip: Sequence[tuple[str, str]], invent
             raise UsageError(f"{where}: no check named {check_id!r} to waive", hint="`envdoctor checks` lists them")
 
 
+def named_stage(inventory: Inventory, name: str) -> Stage:
+    """The [stages] entry called ``name``; another name is exit 2, with the names there are."""
+    stage = inventory.stages.get(name)
+    if stage is None:
+        known = ", ".join(sorted(inventory.stages)) or "none"
+        raise UsageError(f"no stage named {name!r}", hint=f"stages in the inventory: {known}")
+    return stage
+
+
 def one_host(selection: Selection, host: str) -> HostSpec:
+    """The one host a single-host command (facts, run) was given; a group is exit 2."""
     if len(selection.specs) != 1:
         raise UsageError(f"{host!r} names {len(selection.specs)} hosts; this command takes one")
     return selection.specs[0]

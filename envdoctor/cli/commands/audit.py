@@ -42,7 +42,9 @@ def audit(hosts: tuple[str, ...], full: bool, fmt: str, output: str | None, **op
         else:
             import asyncio  # (only for SSH hosts: a third of start-up)
 
-            report = asyncio.run(run_audit(selection.specs, selection.settings, RecordAuditor(full=full), progress))
+            report = asyncio.run(run_audit(selection.specs, selection.settings, RecordAuditor(full=full),
+                                           progress))
     bad = sum(1 for h in report.hosts if not h.ok)
-    emit(render_audit(report, fmt, color=wants_color(fmt, output), config=selection.config), output, f"{bad} host(s) with differences" if bad else "all OK")
+    text = render_audit(report, fmt, color=wants_color(fmt, output), config=selection.config)
+    emit(text, output, f"{bad} host(s) with differences" if bad else "all OK")
     sys.exit(report.exit_status)

@@ -20,6 +20,7 @@ from envdoctor.report import render
 
 def run_and_report(selection: Selection, *, command: str, fmt: str, output: str | None,
                    fix: bool = False, dry_run: bool = False) -> None:
+    """Run the graph on the selected hosts (fixing with ``fix``), print the report, exit with its status."""
     with ProgressLine(len(selection.specs)) as progress:
         if command == "check" and all(spec.ssh is None for spec in selection.specs):
             # This machine only: one probe command, no event loop (asyncio is a third of start-up).
@@ -33,7 +34,8 @@ def run_and_report(selection: Selection, *, command: str, fmt: str, output: str 
         raise UsageError(f"--scan {', '.join(unknown)}: not installed on any host checked",
                          hint="name an installed distribution (`<venv>/bin/python -m pip list` shows them)")
     bad = sum(1 for h in report.hosts if not h.ok)
-    emit(render(report, fmt, color=wants_color(fmt, output), config=selection.config), output, f"{bad} host(s) with problems" if bad else "all OK")
+    text = render(report, fmt, color=wants_color(fmt, output), config=selection.config)
+    emit(text, output, f"{bad} host(s) with problems" if bad else "all OK")
     sys.exit(report.exit_status)
 
 

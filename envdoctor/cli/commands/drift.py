@@ -11,11 +11,34 @@ import click
 from envdoctor.cli.exits import handle_errors
 from envdoctor.cli.options import connection_options, environment_options, output_options
 from envdoctor.cli.output import emit
-from envdoctor.cli.selection import select_hosts
+from envdoctor.cli.selection import named_stage, select_hosts
 from envdoctor.drift.request import entry_of_command
 from envdoctor.errors import UsageError
+from envdoctor.inventory import Stage
 from envdoctor.operations.drift import DriftOptions, run_drift
 from envdoctor.report.drift_report import render
+
+
+def stage_entry(stage: Stage) -> str:
+    """The module or script the stage's command runs; a command that runs neither is exit 2."""
+    entry = entry_of_command(stage.command)
+    if entry is None:
+        raise UsageError(f"stage {stage.name!r} runs neither `-m module` nor a .py script",
+                         hint="use --entry MODULE|SCRIPT, or no entry to check every consumer file")
+    return entry
+
+
+def drift_options(consumers: tuple[str, ...], providers: tuple[str, ...], entry: str | None,
+                  baselines: tuple[str, ...], *, cache: bool) -> DriftOptions:
+    """What to check, from the command line; an empty name or a relative baseline is exit 2."""
+    for option, names in (("--drift", consumers), ("--provider", providers)):
+        if any(not name.strip() for name in names):
+            raise UsageError(f"{option} '' names no distribution", hint=f"e.g. {option} vllm")
+    relative = [b for b in baselines if not b.startswith("/")]
+    if relative:
+        raise UsageError(f"--baseline {relative[0]!r} is not an absolute path",
+                         hint="give the environment's folder on the host, e.g. /root/venv_vllm011")
+    return DriftOptions(consumers=consumers, providers=providers, entry=entry, cache=cache, baselines=baselines)
 
 
 @click.command("drift")
@@ -38,7 +61,8 @@ from envdoctor.report.drift_report import render
 @output_options()
 @handle_errors
 def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[str, ...], entry: str | None,
-          stage_name: str | None, baselines: tuple[str, ...], no_cache: bool, show_all: bool, fmt: str, output: str | None, **opts: Any) -> None:
+          stage_name: str | None, baselines: tuple[str, ...], no_cache: bool, show_all: bool, fmt: str,
+          output: str | None, **opts: Any) -> None:
     """Check the installed libraries' calls against the APIs of the libraries they import.
 
     Static: the host's own Python parses the code (nothing is imported or run). Checks
@@ -56,25 +80,12 @@ def drift(hosts: tuple[str, ...], consumers: tuple[str, ...], providers: tuple[s
     if stage_name is not None:
         if entry is not None:
             raise UsageError("--entry and --stage both name an entry", hint="give one of them")
-        stage = selection.inventory.stages.get(stage_name)
-        if stage is None:
-            known = ", ".join(sorted(selection.inventory.stages)) or "none"
-            raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
+        stage = named_stage(selection.inventory, stage_name)
         if not hosts and stage.host:
-            selection = select_hosts((stage.host,), runs_checks=False, **opts)  # the stage's own host by default
-        entry = entry_of_command(stage.command)
-        if entry is None:
-            raise UsageError(f"stage {stage_name!r} runs neither `-m module` nor a .py script",
-                             hint="use --entry MODULE|SCRIPT, or no entry to check every consumer file")
-    for option, names in (("--drift", consumers), ("--provider", providers)):
-        if any(not name.strip() for name in names):
-            raise UsageError(f"{option} '' names no distribution", hint=f"e.g. {option} vllm")
-    relative = [b for b in baselines if not b.startswith("/")]
-    if relative:
-        raise UsageError(f"--baseline {relative[0]!r} is not an absolute path",
-                         hint="give the environment's folder on the host, e.g. /root/venv_vllm011")
-    options = DriftOptions(consumers=consumers, providers=providers, entry=entry, cache=not no_cache,
-                           baselines=baselines)
+            # The stage's own host by default.
+            selection = select_hosts((stage.host,), runs_checks=False, **opts)
+        entry = stage_entry(stage)
+    options = drift_options(consumers, providers, entry, baselines, cache=not no_cache)
     report = asyncio.run(run_drift(selection.specs, selection.settings, options))
     errors = sum(p.count("error") for h in report.hosts for p in h.pairs)
     bad = sum(1 for h in report.hosts if not h.ok)

@@ -45,5 +45,6 @@ def revert(hosts: tuple[str, ...], patch_id: str, fmt: str, output: str | None, 
 
     results = asyncio.run(run_all())
     bad = sum(1 for r in results if not r.ok)
-    emit(render_revert(results, fmt, config=selection.config), output, f"{bad} host(s) not reverted" if bad else "reverted")
+    emit(render_revert(results, fmt, config=selection.config), output,
+         f"{bad} host(s) not reverted" if bad else "reverted")
     sys.exit(EXIT_PROBLEMS if bad else EXIT_OK)

@@ -13,13 +13,26 @@ import click
 from envdoctor.cli.exits import EXIT_OK, EXIT_PROBLEMS, handle_errors
 from envdoctor.cli.options import DRAFT_LAYERS, checking_options, output_options
 from envdoctor.cli.output import emit
-from envdoctor.cli.selection import one_host, select_hosts
+from envdoctor.cli.selection import Selection, named_stage, one_host, select_hosts
 from envdoctor.errors import UsageError
-from envdoctor.inventory import stage_trains_drafter
+from envdoctor.inventory import HostSpec, Stage, stage_trains_drafter
 from envdoctor.operations.fleet import FleetReport, HostReport
 from envdoctor.report import render
 from envdoctor.report.envelope import dump_json
 from envdoctor.stages.handoff import command_placeholders, run_stage_on_host
+
+
+def stage_host(selection: Selection, host: str, stage: Stage) -> HostSpec:
+    """HOST as the stage runs on it; a stage that cannot run there as written is exit 2."""
+    spec = one_host(selection, host)
+    # What this run starts is the stage's command (code.api-drift follows its entry).
+    spec = replace(spec, skip=spec.skip + stage.skip, draft=spec.draft or stage_trains_drafter(stage),
+                   stage_commands=(stage.command,))
+    if stage.host and stage.host != host:
+        raise UsageError(f"stage {stage.name!r} runs on {stage.host!r}, not {host!r}")
+    selection.graph.closure(stage.requires)  # an unknown check id is the config's fault: exit 2
+    command_placeholders(stage.command)
+    return spec
 
 
 def _write_through(stream: Any) -> Callable[[bytes], None]:
@@ -35,7 +48,8 @@ def _write_through(stream: Any) -> Callable[[bytes], None]:
 @click.argument("stage_name", metavar="STAGE")
 @checking_options
 @DRAFT_LAYERS
-@click.option("--detach", is_flag=True, help="Start the command under nohup with a log file; print its pid and log path.")
+@click.option("--detach", is_flag=True,
+              help="Start the command under nohup with a log file; print its pid and log path.")
 @output_options()
 @handle_errors
 def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt: str, output: str | None,
@@ -48,18 +62,8 @@ def run_command(host: str, stage_name: str, draft_layers: int, detach: bool, fmt
     {dflash_target_layer_ids}, {eagle3_target_layer_ids}, {vocab_size}, ...).
     """
     selection = select_hosts([host], **opts)
-    stage = selection.inventory.stages.get(stage_name)
-    if stage is None:
-        known = ", ".join(sorted(selection.inventory.stages)) or "none"
-        raise UsageError(f"no stage named {stage_name!r}", hint=f"stages in the inventory: {known}")
-    spec = one_host(selection, host)
-    # What this run starts is the stage's command (code.api-drift follows its entry).
-    spec = replace(spec, skip=spec.skip + stage.skip, draft=spec.draft or stage_trains_drafter(stage),
-                   stage_commands=(stage.command,))
-    if stage.host and stage.host != host:
-        raise UsageError(f"stage {stage_name!r} runs on {stage.host!r}, not {host!r}")
-    selection.graph.closure(stage.requires)  # an unknown check id is the config's fault: exit 2
-    command_placeholders(stage.command)
+    stage = named_stage(selection.inventory, stage_name)
+    spec = stage_host(selection, host, stage)
     model = opts["models"][-1] if opts["models"] else None
     outcome = asyncio.run(run_stage_on_host(
         spec, stage, selection.graph, selection.settings, model=model, draft_layers=draft_layers, detach=detach,
