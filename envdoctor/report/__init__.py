@@ -9,24 +9,26 @@ from __future__ import annotations
 
 from envdoctor.logsafe import redact_secret_values
 from envdoctor.operations.fleet import FleetReport
+from envdoctor.report.envelope import NO_CONFIG, Config
 
 FORMATS = ("text", "json", "junit")
 #: The formats of `envdoctor scan` (envdoctor.report.scan_report renders them).
 SCAN_FORMATS = ("text", "json", "sarif")
 
 
-def render(report: FleetReport, fmt: str, *, color: bool = False, width: int = 100) -> str:
+def render(report: FleetReport, fmt: str, *, color: bool = False, width: int = 100, config: Config = NO_CONFIG) -> str:
+    """``config``: the inventory the command read, named by the JSON (see envdoctor.report.envelope)."""
     # A remedy's command line or output may carry an index URL's password or a token.
-    return redact_secret_values(_render(report, fmt, color=color, width=width))
+    return redact_secret_values(_render(report, fmt, color=color, width=width, config=config))
 
 
-def _render(report: FleetReport, fmt: str, *, color: bool, width: int) -> str:
+def _render(report: FleetReport, fmt: str, *, color: bool, width: int, config: Config) -> str:
     # Each format is imported when asked for: the text report's rich costs 25 ms of start-up
     # that a CI gate writing JSON or JUnit does not need.
     if fmt == "json":
         from envdoctor.report import json_report
 
-        return json_report.render(report)
+        return json_report.render(report, config=config)
     if fmt == "junit":
         from envdoctor.report import junit
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from envdoctor.audit.records import AuditReport, FileState, HostAudit, display_path
-from envdoctor.report.envelope import dump_json
+from envdoctor.report.envelope import NO_CONFIG, Config, dump_json
 from envdoctor.safe_text import single_line, xml_safe
 
 STATE_STYLES = {
@@ -50,8 +50,8 @@ def host_json(host: HostAudit) -> dict[str, Any]:
     return data
 
 
-def render_json(report: AuditReport) -> str:
-    return dump_json("audit", report.exit_status, {"hosts": [host_json(h) for h in report.hosts]})
+def render_json(report: AuditReport, *, config: Config = NO_CONFIG) -> str:
+    return dump_json("audit", report.exit_status, {"hosts": [host_json(h) for h in report.hosts]}, config=config)
 
 
 def _host_lines(host: HostAudit) -> list[Text]:
@@ -155,9 +155,9 @@ def render_junit(report: AuditReport) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + xml_safe(ET.tostring(root, encoding="unicode")) + "\n"
 
 
-def render(report: AuditReport, fmt: str, *, color: bool = False) -> str:
+def render(report: AuditReport, fmt: str, *, color: bool = False, config: Config = NO_CONFIG) -> str:
     if fmt == "json":
-        return render_json(report)
+        return render_json(report, config=config)
     if fmt == "junit":
         return render_junit(report)
     return render_text(report, color=color)

@@ -7,7 +7,7 @@ from typing import Any
 
 from envdoctor.drift.judge import ERROR, UNRESOLVED, WARN
 from envdoctor.operations.drift import DriftReport, HostDrift
-from envdoctor.report.envelope import dump_json
+from envdoctor.report.envelope import NO_CONFIG, Config, dump_json
 
 MARKS = {ERROR: "✗", WARN: "!", UNRESOLVED: "?"}
 
@@ -23,9 +23,10 @@ def host_json(host: HostDrift) -> dict[str, Any]:
     return data
 
 
-def render_json(report: DriftReport) -> str:
+def render_json(report: DriftReport, *, config: Config = NO_CONFIG) -> str:
     pairs = [{"host": h.host, **p.to_json(verbose=True)} for h in report.hosts for p in h.pairs]
-    return dump_json("drift", report.exit_status, {"pairs": pairs, "hosts": [host_json(h) for h in report.hosts]})
+    return dump_json("drift", report.exit_status, {"pairs": pairs, "hosts": [host_json(h) for h in report.hosts]},
+                     config=config)
 
 
 def render_text(report: DriftReport, verbose: bool = False) -> str:
@@ -94,9 +95,9 @@ def render_junit(report: DriftReport) -> str:
     return ET.tostring(suites, encoding="unicode") + "\n"
 
 
-def render(report: DriftReport, fmt: str, verbose: bool = False) -> str:
+def render(report: DriftReport, fmt: str, verbose: bool = False, *, config: Config = NO_CONFIG) -> str:
     if fmt == "json":
-        return render_json(report)
+        return render_json(report, config=config)
     if fmt == "junit":
         return render_junit(report)
     return render_text(report, verbose)

@@ -1,38 +1,55 @@
 """The top level every ``--format json`` output shares: ``schema``, ``command``, ``exit_status``.
 
 Programs that read envdoctor's JSON (CI gates, ``envdoctor merge``, dashboards) first look
-at these three keys, whatever the command; the command's own keys sit beside them. Every
-command builds its JSON through :func:`json_envelope` (or :func:`dump_json`), so the shape
-is decided in one place.
+at these three keys, whatever the command; the command's own keys sit beside them. A
+command that reads the inventory also names it: ``"config"``, its absolute path (null when
+none was loaded), right after ``exit_status``. Every command builds its JSON through
+:func:`json_envelope` (or :func:`dump_json`), so the shape is decided in one place.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
 from envdoctor import __version__
 
 #: Bumped only when a key that programs rely on changes meaning or disappears.
 SCHEMA_VERSION = 1
-ENVELOPE_KEYS = ("schema", "envdoctor", "command", "exit_status")
+ENVELOPE_KEYS = ("schema", "envdoctor", "command", "exit_status", "config")
 
 
-def json_envelope(command: str, exit_status: int, body: Mapping[str, Any]) -> dict[str, Any]:
+class _NoConfig(enum.Enum):
+    NO_CONFIG = "no config"
+
+
+#: The ``config`` of a command that reads no inventory (scan, merge, checks, patches): no key.
+NO_CONFIG: Final = _NoConfig.NO_CONFIG
+#: The inventory a command read (None: none was found), or NO_CONFIG.
+Config = str | None | Literal[_NoConfig.NO_CONFIG]
+
+
+def json_envelope(command: str, exit_status: int, body: Mapping[str, Any], *,
+                  config: Config = NO_CONFIG) -> dict[str, Any]:
     """``body`` with the envelope keys first; a key of ``body`` never overrides them."""
     clash = [key for key in ENVELOPE_KEYS if key in body]
     if clash:
         raise ValueError(f"the JSON of {command} must not set the envelope's keys {clash}")
-    return {"schema": SCHEMA_VERSION, "envdoctor": __version__, "command": command,
-            "exit_status": exit_status, **body}
+    envelope: dict[str, Any] = {"schema": SCHEMA_VERSION, "envdoctor": __version__, "command": command,
+                                "exit_status": exit_status}
+    if config is not NO_CONFIG:
+        envelope["config"] = config
+    return {**envelope, **body}
 
 
-def dump_json(command: str, exit_status: int, body: Mapping[str, Any], *, sort_keys: bool = False) -> str:
+def dump_json(command: str, exit_status: int, body: Mapping[str, Any], *, sort_keys: bool = False,
+              config: Config = NO_CONFIG) -> str:
     """The rendered document: indented, one trailing newline."""
-    data = json_envelope(command, exit_status, body)
+    data = json_envelope(command, exit_status, body, config=config)
     if sort_keys:  # envelope first, then the body's keys sorted (facts documents are sorted)
-        data = {**{k: data[k] for k in ENVELOPE_KEYS}, **dict(sorted(body.items()))}
+        data = {**{k: data[k] for k in ENVELOPE_KEYS if k in data}, **dict(sorted(body.items()))}
     return indented(data) + "\n"
 
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envdoctor.report.envelope import dump_json
+from envdoctor.report.envelope import NO_CONFIG, Config, dump_json
 
 #: The keys the text view shows first, in this order; the JSON has them all.
 TEXT_KEYS = (
@@ -21,14 +21,14 @@ TEXT_KEYS = (
 SUMMARISED = {"chat_template", "added_tokens", "rendered_chat_template"}
 
 
-def render_facts_of_hosts(docs: Sequence[Mapping[str, Any]], fmt: str) -> str:
+def render_facts_of_hosts(docs: Sequence[Mapping[str, Any]], fmt: str, *, config: Config = NO_CONFIG) -> str:
     """One host: its document as the contract has it. Several: ``{"hosts": [document, ...]}``
     in JSON, one block per host in text, one test suite per host in JUnit."""
     if len(docs) == 1:
-        return render_facts(docs[0], fmt)
+        return render_facts(docs[0], fmt, config=config)
     if fmt == "json":
         status = 1 if any(doc.get("problems") for doc in docs) else 0
-        return dump_json("facts", status, {"hosts": list(docs)}, sort_keys=True)
+        return dump_json("facts", status, {"hosts": list(docs)}, sort_keys=True, config=config)
     if fmt == "junit":
         root = ET.Element("testsuites", name="envdoctor facts", tests=str(len(docs)),
                           failures=str(sum(1 for doc in docs if doc.get("problems"))))
@@ -38,9 +38,9 @@ def render_facts_of_hosts(docs: Sequence[Mapping[str, Any]], fmt: str) -> str:
     return "\n".join(_text(doc) for doc in docs)
 
 
-def render_facts(doc: Mapping[str, Any], fmt: str) -> str:
+def render_facts(doc: Mapping[str, Any], fmt: str, *, config: Config = NO_CONFIG) -> str:
     if fmt == "json":
-        return dump_json("facts", 1 if doc.get("problems") else 0, doc, sort_keys=True)
+        return dump_json("facts", 1 if doc.get("problems") else 0, doc, sort_keys=True, config=config)
     if fmt == "junit":
         return _junit(doc)
     return _text(doc)

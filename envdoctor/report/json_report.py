@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envdoctor.operations.fleet import FleetReport, HostReport
-from envdoctor.report.envelope import dump_json
+from envdoctor.report.envelope import NO_CONFIG, Config, dump_json
 
 
 def host_json(host: HostReport) -> dict[str, Any]:
@@ -23,5 +23,6 @@ def host_json(host: HostReport) -> dict[str, Any]:
     return data
 
 
-def render(report: FleetReport) -> str:
-    return dump_json(report.command, report.exit_status, {"hosts": [host_json(h) for h in report.hosts]})
+def render(report: FleetReport, *, config: Config = NO_CONFIG) -> str:
+    return dump_json(report.command, report.exit_status, {"hosts": [host_json(h) for h in report.hosts]},
+                     config=config)

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from envdoctor.operations.revert import HostRevert
-from envdoctor.report.envelope import dump_json
+from envdoctor.report.envelope import NO_CONFIG, Config, dump_json
 
 
 def _text(results: Sequence[HostRevert]) -> str:
@@ -37,10 +37,10 @@ def _junit(results: Sequence[HostRevert]) -> str:
     return ET.tostring(suites, encoding="unicode") + "\n"
 
 
-def render_revert(results: Sequence[HostRevert], fmt: str) -> str:
+def render_revert(results: Sequence[HostRevert], fmt: str, *, config: Config = NO_CONFIG) -> str:
     if fmt == "json":
         exit_status = 0 if all(r.ok for r in results) else 1
-        return dump_json("revert", exit_status, {"hosts": [r.to_json() for r in results]})
+        return dump_json("revert", exit_status, {"hosts": [r.to_json() for r in results]}, config=config)
     if fmt == "junit":
         return _junit(results)
     return _text(results)

@@ -107,10 +107,11 @@ def run_check_local(tmp_path, mode):
     code = textwrap.dedent(f"""
         import sys
         import envdoctor.cli.main as cli
+        import envdoctor.cli.commands.check as check_command
         if {mode!r} == "async":
             import asyncio
             from envdoctor.operations.fleet import run_fleet
-            cli.check_here = lambda specs, graph, settings, progress=None: asyncio.run(
+            check_command.check_here = lambda specs, graph, settings, progress=None: asyncio.run(
                 run_fleet(specs, graph, settings, command="check", progress=progress))
         sys.argv = ["envdoctor", "check", "local", "--format", "json", "--output", {str(out)!r}]
         try:

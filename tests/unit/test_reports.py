@@ -72,25 +72,21 @@ def test_fix_report_lists_actions_and_failed_output():
 
 
 @pytest.mark.parametrize("config", [None, "/srv/my config/envdoctor.toml", '/tmp/é"x\n'])
-def test_config_line_is_what_decoding_and_encoding_again_would_write(config):
-    """The "config" key is put after "exit_status" textually; the result equals the document
-    decoded, given the key, and encoded again (the way it used to be done)."""
-    import click
-
-    import envdoctor.cli.main as cli
+@pytest.mark.parametrize("sort_keys", [False, True])
+def test_config_is_the_envelope_key_after_exit_status(config, sort_keys):
+    """dump_json(config=...) writes "config" right after "exit_status", before the body, whatever
+    the body holds; without config= there is no such key."""
     from envdoctor.report.envelope import dump_json
 
-    body = {"hosts": [{"host": "h", "results": [{"id": "x", "status": "pass", "message": "a\n  \"config\": b"}]}]}
-    doc = dump_json("check", 0, body)
-    context = click.Context(cli.cli)
-    context.meta[cli.CONFIG_META] = config
-    with context:
-        fast = cli._with_config(doc)
-        assert cli._with_config(fast) == fast  # once only
-    data = json.loads(doc)
-    items = list(data.items())
-    items.insert(list(data).index("exit_status") + 1, ("config", config))
-    assert fast == json.dumps(dict(items), indent=2) + "\n"
+    body = {"hosts": [{"host": "h", "results": [{"id": "x", "status": "pass", "message": "a\n  \"config\": b"}]}],
+            "answer": 42}
+    data = json.loads(dump_json("check", 0, body, sort_keys=sort_keys, config=config))
+    assert list(data) == ["schema", "envdoctor", "command", "exit_status", "config",
+                          *(sorted(body) if sort_keys else body)]
+    assert data["config"] == config
+    assert "config" not in json.loads(dump_json("check", 0, body, sort_keys=sort_keys))
+    with pytest.raises(ValueError):
+        dump_json("check", 0, {"config": "/elsewhere"}, config=config)
 
 
 def test_facts_text_shows_the_problem_before_the_missing_facts():

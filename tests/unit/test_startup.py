@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -149,3 +150,41 @@ def test_local_check_does_not_import_asyncssh() -> None:
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def run_in_fresh_interpreter(*args: str) -> tuple[list[str], str]:
+    """``envdoctor ARGS`` in a fresh interpreter: the command modules (envdoctor.cli.commands.*)
+    it imported, and its output."""
+    program = textwrap.dedent(
+        """
+        import json, sys
+        from click.testing import CliRunner
+        from envdoctor.cli.main import cli
+
+        result = CliRunner().invoke(cli, sys.argv[1:])
+        assert result.exit_code in (0, 1), result.output
+        modules = sorted(name for name in sys.modules if name.startswith("envdoctor.cli.commands."))
+        print(json.dumps({"modules": modules, "output": result.output}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    return answer["modules"], answer["output"]
+
+
+def test_help_imports_no_command_module():
+    """`envdoctor --help` lists every command of the registry without importing any of their modules."""
+    from envdoctor.cli.commands import commands_dict
+
+    modules, output = run_in_fresh_interpreter("--help")
+    assert modules == []
+    assert all(f"  {name} " in output for name in commands_dict)
+
+
+def test_a_command_imports_only_its_own_module():
+    """`check local --format json` imports the check command's module and no other command's."""
+    modules, output = run_in_fresh_interpreter("check", "local", "--only", "host.python", "--format", "json")
+    assert modules == ["envdoctor.cli.commands.check"]
+    assert json.loads(output)["command"] == "check"
+    assert run_in_fresh_interpreter("checks", "--format", "json")[0] == ["envdoctor.cli.commands.checks"]
