@@ -28,7 +28,7 @@ NO_GPU = "no NVIDIA GPU, driver or device node on this host, and none expected (
 
 def node_of(ctx: CheckContext) -> tuple[NodeFacts | None, CheckResult | None]:
     """The section as values, or the result that says why it cannot be judged."""
-    from envdoctor.gpu.node import NodeFacts
+    from envdoctor.gpu.node import node_facts
 
     if unread := ctx.section_failed(SECTION, "the probe could not read the node's state"):
         return None, unread
@@ -36,7 +36,7 @@ def node_of(ctx: CheckContext) -> tuple[NodeFacts | None, CheckResult | None]:
     if not isinstance(raw, dict):
         return None, errored("the probe returned no node facts")
     try:
-        return NodeFacts.from_probe(raw), None
+        return node_facts(raw), None
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a host's answer is untrusted input
         return None, errored(f"the probe's node facts are malformed ({type(exc).__name__}: {exc})")
 

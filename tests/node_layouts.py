@@ -118,6 +118,8 @@ def fake_node(folder: Path, gpus: list[Gpu], host: Host | None = None, outputs: 
         write(root / "proc" / str(pid) / "status", f"Name:\tpython3\nPid:\t{pid}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
         write(root / "proc" / str(pid) / "cmdline", cmdline.replace(" ", "\0") + "\0")
         write(root / "proc" / str(pid) / "comm", "python3\n")
+    if host.fabric_manager_pid is not None:
+        write(root / "proc" / str(host.fabric_manager_pid) / "comm", "nv-fabricmanage\n")  # comm keeps 15 characters
     if host.cuda:
         cuda_toolkit(root / "usr" / "local" / "cuda", host.cuda)
     return FakeNode(root, bin_dir)

@@ -362,5 +362,7 @@ class Host:
     processes: dict[int, tuple[int, str]] = field(default_factory=dict)
     users: dict[int, str] = field(default_factory=lambda: {0: "root", 1000: "alice"})
     nvswitches: int = 0
+    #: The pid of an nv-fabricmanager process in the fake /proc (None: none runs).
+    fabric_manager_pid: int | None = None
     #: A CUDA toolkit at /usr/local/cuda (its release), with nvcc and the headers the JITs include.
     cuda: str | None = None

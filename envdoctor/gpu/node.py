@@ -134,5 +134,20 @@ def _holder(pid: int, gpu: int | None, name: str, used: int | None, procs: Mappi
                   in_namespace=bool(info.get("exists", True)))
 
 
-def node_facts(section: Any) -> NodeFacts | None:
-    return NodeFacts.from_probe(section) if isinstance(section, Mapping) else None
+#: The typed view of each node section, for the four checks that read one host's section in
+#: turn: keyed by the section's identity, the section kept alive beside it so that the
+#: identity cannot be reused while the entry lasts; bounded, as a fleet's hosts come and go.
+_PARSED: dict[int, tuple[Mapping[str, Any], NodeFacts]] = {}
+_PARSED_MAX = 64
+
+
+def node_facts(section: Mapping[str, Any]) -> NodeFacts:
+    """NodeFacts.from_probe(section), parsed once however many checks ask."""
+    hit = _PARSED.get(id(section))
+    if hit is not None and hit[0] is section:
+        return hit[1]
+    facts = NodeFacts.from_probe(section)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[id(section)] = (section, facts)
+    return facts

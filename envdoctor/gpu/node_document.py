@@ -9,7 +9,7 @@ from typing import Any
 
 from envdoctor.gpu.collective_rules import shm_mount_size, nccl_setting
 from envdoctor.gpu.job import job_asks
-from envdoctor.gpu.node import NodeFacts
+from envdoctor.gpu.node import NodeFacts, node_facts
 from envdoctor.gpu.smi_text import link_kind, parse_limits
 from envdoctor.gpu.smi_xml import GpuState
 from envdoctor.gpu.toolchain_rules import release_of
@@ -103,7 +103,7 @@ def node_documents(section: Any, stage_commands: Sequence[str],
     if not isinstance(section, dict):
         return None, None
     try:
-        node = NodeFacts.from_probe(section)
+        node = node_facts(section)
         ask = job_asks(stage_commands, expected)[0]
         visible = visible_gpus(node.gpus, ask.env, node.env)
         return gpu_node_document(node, visible), host_node_document(node, ask.env)

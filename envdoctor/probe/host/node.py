@@ -33,6 +33,7 @@ APPS_FIELDS = "gpu_uuid,pid,process_name,used_memory"
 _DEVICE = re.compile(r"^nvidia(\d+|ctl|-uvm|-uvm-tools|-modeset|-nvswitch\d+|-nvswitchctl)$")
 _CLOCKS = re.compile(r"[ \t]*<supported_clocks>.*?</supported_clocks>\n?", re.S)
 _PID_TAG = re.compile(r"<pid>\s*(\d+)\s*</pid>")
+_FABRIC_STATE = re.compile(r"<fabric>\s*<state>(Completed|In Progress|Not Started)</state>")
 
 
 def node_test_root(args):
@@ -88,6 +89,12 @@ def fabric_manager_running(root):
             if comm.startswith("nv-fabricmanage"):
                 return True
     return False
+
+
+def fabric_reported(outputs):
+    """Whether nvidia-smi states the fabric's registration itself (drivers from R550 on): then
+    the walk over /proc for the fabric manager's process is not needed."""
+    return bool(_FABRIC_STATE.search((outputs.get("xml") or {}).get("out") or ""))
 
 
 def process_owner(root, pid, users):
@@ -182,7 +189,8 @@ def node_section(args, emit):
         "processes": dict((str(pid), process_owner(root, pid, users)) for pid in gpu_pids(outputs)),
         "devices": device_nodes(root),
         "driver": drivers,
-        "fabric_manager": fabric_manager_running(root) if drivers["nvswitches"] else None,
+        "fabric_manager": fabric_manager_running(root) if drivers["nvswitches"] and not fabric_reported(outputs)
+        else None,
         "xid": xid_lines(outputs.get("dmesg")) if args.get("kernel_log", True) else None,
         "env": node_environment(),
         "toolchain": toolchain,

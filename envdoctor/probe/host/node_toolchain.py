@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import sys
-import sysconfig
 
 from envdoctor.probe.host.core import pyvenv_setting, site_dirs, venv_prefix_of
 from envdoctor.probe.host.gpu_host import read_small_limit, rooted, torch_facts
@@ -70,8 +69,11 @@ def python_header(prefix):
     """Python.h for the job's interpreter: this interpreter's include folder when it is the
     environment's, else the base install the venv's pyvenv.cfg names (home = its bin)."""
     if not prefix or venv_prefix_of(sys.executable) == prefix:
-        include = sysconfig.get_paths().get("include") or ""
+        # sysconfig's "include" path, without importing sysconfig (10 ms): base prefix,
+        # include, python<X.Y><abiflags> on every POSIX layout (Debian, pyenv, conda).
         version = "%d.%d" % sys.version_info[:2]
+        include = os.path.join(getattr(sys, "base_prefix", sys.prefix), "include",
+                               "python" + version + getattr(sys, "abiflags", ""))
     else:
         home = pyvenv_setting(prefix, "home") or ""
         full = pyvenv_setting(prefix, "version") or pyvenv_setting(prefix, "version_info") or ""
