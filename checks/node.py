@@ -10,13 +10,12 @@ shown, never run: they stop processes, reset GPUs or change the system.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from envdoctor.checks._common import target_env, target_python
+from envdoctor.checks._common import findings_result, target_env, target_python
 from envdoctor.engine.graph import CheckContext, check
-from envdoctor.engine.results import CheckResult, Remedy, Status, errored, skipped
+from envdoctor.engine.results import CheckResult, errored, skipped
 
 if TYPE_CHECKING:
     from envdoctor.gpu.node import NodeFacts
@@ -39,20 +38,6 @@ def node_of(ctx: CheckContext) -> tuple[NodeFacts | None, CheckResult | None]:
         return node_facts(raw), None
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a host's answer is untrusted input
         return None, errored(f"the probe's node facts are malformed ({type(exc).__name__}: {exc})")
-
-
-def result_of(findings: Sequence[Finding], summary: str, details: dict[str, Any]) -> CheckResult:
-    fails = [f for f in findings if f.level == "fail"]
-    warns = [f for f in findings if f.level == "warn"]
-    infos = [f for f in findings if f.level == "info"]
-    details = {**details, "findings": [f.to_json() for f in findings]}
-    fixes = list(dict.fromkeys(f.remedy for f in fails + warns if f.remedy))
-    remedy = Remedy(summary="; ".join(fixes), automatic=False) if fixes else None
-    if fails or warns:
-        status = Status.FAIL if fails else Status.WARN
-        return CheckResult("", status, "; ".join(f.message for f in fails + warns), remedy=remedy, details=details)
-    message = summary + "".join(f"; {f.message}" for f in infos)
-    return CheckResult("", Status.PASS, message, details=details)
 
 
 @check(
@@ -85,7 +70,7 @@ def gpu_free(ctx: CheckContext) -> CheckResult:
     free = ", ".join(f"GPU {i} {node.gpus[i].free_mib / 1024:.0f}/{node.gpus[i].total_mib / 1024:.0f} GiB free"
                      for i in used if node.gpus[i].free_mib is not None and node.gpus[i].total_mib)
     summary = f"the job gets {len(used)} GPU(s) with the memory it asks for" + (f" ({free})" if free else "")
-    return result_of(findings, summary, {"gpu": gpu_node_document(node, views[0].visible), "jobs": jobs})
+    return findings_result(findings, summary, {"gpu": gpu_node_document(node, views[0].visible), "jobs": jobs})
 
 
 @check(
@@ -115,7 +100,7 @@ def gpu_health(ctx: CheckContext) -> CheckResult:
     names = sorted({g.name for g in node.gpus})
     summary = (f"{len(node.gpus)} GPU(s) ({', '.join(names)}): no ECC, remapping, reset or fabric problem; device "
                "nodes present" if node.gpus else "device nodes present")
-    return result_of(findings, summary, {"gpu": gpu_node_document(node, views[0])})
+    return findings_result(findings, summary, {"gpu": gpu_node_document(node, views[0])})
 
 
 @check(
@@ -152,7 +137,7 @@ def collectives(ctx: CheckContext) -> CheckResult:
     shm = host["shm"]
     summary = (f"/dev/shm {shm['size'] / 1024**3:.1f} GiB" if shm.get("size") else "/dev/shm size unknown") + \
         f"; {len(views[0].used)} GPU rank(s); NCCL settings match the host's interfaces and RDMA devices"
-    return result_of(findings, summary, {"host": host, "gpu": {"topology": topology_json(node)}})
+    return findings_result(findings, summary, {"host": host, "gpu": {"topology": topology_json(node)}})
 
 
 @check(
@@ -183,4 +168,4 @@ def jit_toolchain(ctx: CheckContext) -> CheckResult:
                        **details)
     findings = judge_toolchain(users, toolchain, node)
     summary = f"{', '.join(details['compiles_at_run_time'])}: compiler, Python.h, nvcc, CUDA headers and ninja present"
-    return result_of(findings, summary, details)
+    return findings_result(findings, summary, details)
