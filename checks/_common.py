@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from envdoctor.engine.facts import Environment, ProgramOnPath
 from envdoctor.engine.graph import CheckContext
 from envdoctor.engine.host_paths import program_folder, runs_from
+from envdoctor.engine.results import CheckResult, Remedy, Status
+
+if TYPE_CHECKING:
+    from envdoctor.gpu.verdicts import Finding
 
 #: Why an install into the job's interpreter is only shown when the user named none.
 NOT_CHOSEN = ("fix installs only into an interpreter you chose: pass --venv, set venv in envdoctor.toml, "
@@ -40,3 +47,18 @@ def belongs_to(program: ProgramOnPath, env: Environment, *, interpreter: bool = 
     interpreter's, folders compared as the host resolved them (host_paths.py), the file itself
     not followed (a venv's bin/python links to its base)."""
     return runs_from(program_folder(program, interpreter=interpreter), env)
+
+
+def findings_result(findings: Sequence[Finding], summary: str, details: dict[str, Any]) -> CheckResult:
+    """One result from a check's findings: fail if any fails, else warn if any warns (their
+    messages joined, their remedies shown by hand), else pass with `summary` and the notes."""
+    fails = [f for f in findings if f.level == "fail"]
+    warns = [f for f in findings if f.level == "warn"]
+    details = {**details, "findings": [f.to_json() for f in findings]}
+    fixes = list(dict.fromkeys(f.remedy for f in fails + warns if f.remedy))
+    remedy = Remedy(summary="; ".join(fixes), automatic=False) if fixes else None
+    if fails or warns:
+        status = Status.FAIL if fails else Status.WARN
+        return CheckResult("", status, "; ".join(f.message for f in fails + warns), remedy=remedy, details=details)
+    notes = "".join(f"; {f.message}" for f in findings if f.level == "info")
+    return CheckResult("", Status.PASS, summary + notes, details=details)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from envdoctor.checks._common import findings_result
 from envdoctor.engine.graph import CheckContext, check
-from envdoctor.engine.results import CheckResult, Remedy, Status, errored
+from envdoctor.engine.results import CheckResult, errored
 
 if TYPE_CHECKING:
     from envdoctor.gpu.stack import GpuStack
@@ -52,26 +53,10 @@ def gpu_stack(ctx: CheckContext) -> CheckResult:
 def result_of(stack: GpuStack, verdict: Verdict) -> CheckResult:
     from envdoctor.gpu.document import gpu_document
 
-    details: dict[str, Any] = {"gpu": gpu_document(stack), "findings": [f.to_json() for f in verdict.findings]}
+    details: dict[str, Any] = {"gpu": gpu_document(stack)}
     if verdict.skipped:
         details["skipped"] = verdict.skipped
-    fails, warns, infos = verdict.at("fail"), verdict.at("warn"), verdict.at("info")
-    shown = fails or warns
-    fixes = list(dict.fromkeys(f.remedy for f in fails + warns if f.remedy))
-    remedy = Remedy(summary="; ".join(fixes), automatic=False) if fixes else None
-    if fails:
-        status = Status.FAIL
-    elif warns:
-        status = Status.WARN
-    else:
-        status = Status.PASS
-    if shown:
-        message = "; ".join(f.message for f in fails + warns)
-    else:
-        message = _summary(stack, verdict)
-        if infos:
-            message += "; " + "; ".join(f.message for f in infos)
-    return CheckResult("", status, message, remedy=remedy, details=details)
+    return findings_result(verdict.findings, _summary(stack, verdict), details)
 
 
 def _summary(stack: GpuStack, verdict: Verdict) -> str:

@@ -68,6 +68,13 @@ def _gpu_stack_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"prefix": spec.venv or ""}
 
 
+def _node_args(spec: HostSpec) -> Mapping[str, Any]:
+    # The tests' stand-in root goes only to this machine's probe, from this process's own
+    # environment: no setting on a remote host can point the section at other files.
+    test_root = os.environ.get("ENVDOCTOR_TEST_ROOT") if spec.is_local else None
+    return {"prefix": spec.venv or "", **({"test_root": test_root} if test_root else {})}
+
+
 def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
     from envdoctor.scan.scanner import sources_request
 
@@ -90,6 +97,7 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "patch_files": ProbeSection("patch_files", _patch_files_args),
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
     "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
+    "node": ProbeSection("node", _node_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

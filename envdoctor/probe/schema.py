@@ -186,6 +186,28 @@ _MODEL = Keys({
     "code": MapOf(Keys({"source": str, "sha256": str, "size": int, "error": TEXT})), "live": (NONE, dict),
 })
 
+_COMMAND = Keys({"status": (int, NONE), "out": str, "err": str, "truncated": bool, "seconds": float})
+_TOOLCHAIN = Keys({
+    "compilers": MapOf(MapOf(str)), "cc_env": TEXT, "cxx_env": TEXT, "cuda_home": TEXT, "cuda_home_source": TEXT,
+    "nvcc": TEXT, "nvcc_on_path": TEXT, "nvcc_version": TEXT, "nvcc_version_source": TEXT, "nvcc_version_output": str,
+    "headers": MapOf(TEXT), "ninja": TEXT, "venv_ninja": TEXT, "deep_gemm": TEXT, "pip_nvcc": TEXT,
+    "python_h": Keys({"version": TEXT, "path": TEXT, "looked_in": [str]}),
+    "torch": (NONE, Keys({"version": TEXT, "cuda": TEXT})),
+})
+_NODE = Keys({
+    "root": TEXT, "nvidia_smi": TEXT, "smi": MapOf(_COMMAND),
+    "processes": MapOf(Keys({"exists": bool, "uid": (int, NONE), "user": TEXT, "cmdline": TEXT})),
+    "devices": MapOf(Keys({"kind": str, "access": bool})),
+    "driver": Keys({"nvidia_loaded": bool, "uvm_loaded": bool, "nvswitches": int}),
+    "fabric_manager": (bool, NONE), "xid": (NONE, Keys({"lines": [str], "error": TEXT})),
+    "env": MapOf(str), "toolchain": _TOOLCHAIN, "limits": TEXT, "nccl_conf": MapOf(str), "container": [str],
+    "shm": Keys({"exists": bool, "total": (int, NONE), "free": (int, NONE),
+                 "mount": (NONE, Keys({"source": str, "fstype": str, "options": str}))}),
+    "net": (NONE, MapOf(Keys({"operstate": TEXT}))),
+    "infiniband": MapOf(Keys({"ports": MapOf(Keys({"state": TEXT, "link_layer": TEXT}))})),
+    "libnccl": [Keys({"path": str, "version": str})], "seconds": float,
+})
+
 #: Section name -> the schema of its ``data``.
 SECTION_SCHEMAS: dict[str, Any] = {
     "host": Keys({"hostname": str, "path_env": str, "on_path": MapOf(_PROGRAM),
@@ -199,6 +221,7 @@ SECTION_SCHEMAS: dict[str, Any] = {
     "patch-ledger": Keys({"prefix": str, "path": str, "exists": bool, "lines": [str], "files": MapOf(dict)}),
     "sources": Keys({"site_packages": [str], "distributions": [dict], "not_found": [str], "skipped": [dict]}),
     "audit": dict,
+    "node": _NODE,
 }
 #: Streamed items (``{"section", "item"}`` lines) of the sections that stream.
 ITEM_SCHEMAS: dict[str, Any] = {

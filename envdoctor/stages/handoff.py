@@ -26,6 +26,7 @@ from envdoctor.engine.graph import CheckGraph, RemedySettings
 from envdoctor.engine.results import CheckResult
 from envdoctor.errors import EnvdoctorError, TransportError, UsageError
 from envdoctor.gpu.document import gpu_facts
+from envdoctor.gpu.node_document import node_documents
 from envdoctor.inventory import HostSpec, Stage
 from envdoctor.logsafe import get_logger
 from envdoctor.modelfacts.document import mask_section, tokenizer_section
@@ -111,6 +112,10 @@ def facts_document(spec: HostSpec, facts: HostFacts, model: ModelFacts | None, d
         "gpu": gpu_facts(facts.section("gpu-stack")),
         "problems": [],
     }
+    node_gpu, node_host = node_documents(facts.section("node"), spec.stage_commands, spec.gpus)
+    if node_gpu is not None:
+        doc["gpu"] = {**(doc["gpu"] or {}), **node_gpu}
+    doc["node"] = node_host
     if model is None:
         doc["problems"].append("no model directory given (--model DIR)")
         return doc
