@@ -18,7 +18,7 @@ from pathlib import Path
 
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import ssh_g_cache
+from envdoctor.transport import ssh_g_cache, ssh_g_run
 from envdoctor.transport.ssh_config import parse_jump
 from envdoctor.transport.ssh_config_resolve import BUILTIN, resolve_builtin
 from envdoctor.transport.ssh_tokens import TokenContext, expand_identity_files, local_account
@@ -213,18 +213,15 @@ class HostResolver:
             self._limit = asyncio.Semaphore(MAX_SSH_G_PROCESSES)
         async with self._limit:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE)
+                # A thread, not asyncio's subprocess: its wait() waits for the pipes, which a
+                # Match exec command's children may hold long after ssh is gone.
+                answer = await asyncio.to_thread(ssh_g_run.run, argv, SSH_G_TIMEOUT, MAX_SSH_G_OUTPUT)
             except OSError as exc:
                 raise ConfigError(f"cannot run {self.ssh} -G: {exc.strerror or exc}") from None
-            try:
-                out, err = await asyncio.wait_for(proc.communicate(), SSH_G_TIMEOUT)
-            except (TimeoutError, asyncio.TimeoutError):
-                proc.kill()
-                await proc.wait()
+            except ssh_g_run.SSHGTimeout:
+                self._timed_out.add((destination, user, port))
                 raise _timeout_error(destination) from None
-        return self._answered(destination, user, port, proc.returncode, out, err)
+        return self._answered(destination, user, port, answer.returncode, answer.out, answer.err)
 
     def prefetch(self, keys: Sequence[tuple[str, str | None, int | None]]) -> None:
         """Resolve many destinations at once, before any event loop: the cache first, then
@@ -233,25 +230,18 @@ class HostResolver:
         which the first run after a config change pays on every host. A destination that
         fails here is left to :meth:`resolve`, which says why in its own words."""
         import subprocess
+        import time
         from collections import deque
 
-        running: deque[tuple[tuple[str, str | None, int | None], subprocess.Popen[bytes]]] = deque()
-
-        def stop(proc: subprocess.Popen[bytes]) -> None:
-            proc.kill()
-            proc.wait()  # not its pipes: a Match exec command's own child may still hold them
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+        running: deque[tuple[tuple[str, str | None, int | None], subprocess.Popen[bytes], float]] = deque()
 
         def finish() -> None:
-            key, proc = running.popleft()
+            key, proc, deadline = running.popleft()
             try:
-                out, err = proc.communicate(timeout=SSH_G_TIMEOUT)
+                answer = ssh_g_run.collect(proc, deadline, MAX_SSH_G_OUTPUT)
                 if self.ssh is not None:  # (an ssh without -G is found once; the rest go built-in)
-                    self._done[key] = self._answered(*key, proc.returncode, out, err)
-            except subprocess.TimeoutExpired:
-                stop(proc)
+                    self._done[key] = self._answered(*key, answer.returncode, answer.out, answer.err)
+            except ssh_g_run.SSHGTimeout:
                 self._timed_out.add(key)  # (not run again by resolve: it says so at once)
             except ConfigError:
                 pass
@@ -267,15 +257,14 @@ class HostResolver:
                 if len(running) >= MAX_SSH_G_PROCESSES:
                     finish()
                 try:
-                    running.append((key, subprocess.Popen(self._argv(*key), stdin=subprocess.DEVNULL,
-                                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+                    running.append((key, ssh_g_run.start(self._argv(*key)), time.monotonic() + SSH_G_TIMEOUT))
                 except OSError:
                     break  # (resolve says why)
             while running:
                 finish()
         finally:
-            for _, proc in running:
-                stop(proc)
+            for _, proc, _ in running:
+                ssh_g_run.stop(proc)
 
     async def plan(self, destination: str, user: str | None = None, port: int | None = None) -> ConnectionPlan:
         target = await self.resolve(destination, user, port)
