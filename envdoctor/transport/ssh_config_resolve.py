@@ -105,7 +105,7 @@ class Evaluation:
 
 
 @functools.lru_cache(maxsize=256)
-def _lines(path: str, mtime_ns: int, size: int) -> tuple[Line, ...]:
+def _lines(path: str, identity: tuple[int, ...]) -> tuple[Line, ...]:
     return tuple(read_config(path))
 
 
@@ -117,7 +117,8 @@ def lines_of(path: str) -> tuple[Line, ...]:
         return ()
     except OSError as exc:
         raise ConfigError(f"cannot read SSH config {path}: {exc.strerror}") from None
-    return _lines(path, stat.st_mtime_ns, stat.st_size)
+    # Not the modification time alone: its owner can set it back after a same-size edit.
+    return _lines(path, (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev))
 
 
 def evaluate_file(state: Evaluation, path: str, *, user_config: bool, active: bool = True, depth: int = 0,
@@ -137,7 +138,7 @@ def evaluate_file(state: Evaluation, path: str, *, user_config: bool, active: bo
             if depth >= MAX_INCLUDE_DEPTH:
                 raise ConfigError(f"{line.where}: Include nested more than {MAX_INCLUDE_DEPTH} deep")
             for pattern in args:
-                for included in include_paths(pattern, user_config=user_config):
+                for included in include_paths(pattern, user_config=user_config, where=line.where):
                     # An Include inside a block that does not apply is read, but nothing in it applies.
                     evaluate_file(state, included, user_config=user_config, active=active, depth=depth + 1,
                                   never_match=never_match or not active)
