@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
-from envdoctor.transport.target import DEFAULT_SSH_CONFIG, SSHTarget
+from envdoctor.transport.target import SSHTarget
 
 if TYPE_CHECKING:
     from envdoctor.transport.ssh_aliases import ConfigHostNames
@@ -410,13 +410,14 @@ def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:
     from envdoctor.transport.ssh_aliases import config_host_names  # (only for names that are not local)
 
     """The names the SSH config defines: ``--ssh-config`` alone (like ``ssh -F``), else
-    ``~/.ssh/config`` and the system file, as ssh reads them."""
+    ``~/.ssh/config`` (in the password database's home, as ssh reads it) and the system file."""
     from envdoctor.transport.ssh_config import SYSTEM_CONFIG
+    from envdoctor.transport.target import user_config_path
 
     if ssh_config_files:
         files = [(str(f), True) for f in ssh_config_files]
     else:
-        files = [(str(DEFAULT_SSH_CONFIG.expanduser()), True), (SYSTEM_CONFIG, False)]
+        files = [(user_config_path(), True), (SYSTEM_CONFIG, False)]
     return config_host_names(files)
 
 

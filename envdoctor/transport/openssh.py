@@ -14,14 +14,13 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
 from envdoctor.transport import ssh_g_cache, ssh_g_run
 from envdoctor.transport.ssh_config import parse_jump
 from envdoctor.transport.ssh_config_resolve import BUILTIN, resolve_builtin
-from envdoctor.transport.ssh_tokens import TokenContext, expand_identity_files, local_account
+from envdoctor.transport.ssh_tokens import TokenContext, expand_identity_files
 from envdoctor.transport.target import ConnectionPlan, ResolvedHost, SSHOptions, SSHTarget
 
 log = get_logger(__name__)
@@ -97,16 +96,10 @@ def ssh_error_line(stderr: bytes) -> str:
 
 
 def config_file_for(options: SSHOptions) -> str | None:
-    """The ``-F`` file: ``--ssh-config``, or ``$HOME/.ssh/config`` when ``$HOME`` is not the
-    account's home (ssh itself reads the password database's home; envdoctor has always
-    honoured ``$HOME``); None lets ssh read its usual files."""
-    if options.config_files:
-        return options.config_files[0]
-    home_config = Path("~/.ssh/config").expanduser()
-    account_config = Path(local_account().pw_dir) / ".ssh" / "config"
-    if home_config != account_config and home_config.is_file():
-        return str(home_config)
-    return None
+    """The ``-F`` file: ``--ssh-config``; else None, and ssh reads its usual files as plain
+    ``ssh`` does: the user config from the password database's home (not ``$HOME``, which
+    only an Include's ``~`` follows), then ``/etc/ssh/ssh_config`` and what it includes."""
+    return options.config_files[0] if options.config_files else None
 
 
 class HostResolver:
