@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import ssh_g_cache, ssh_g_run
+from envdoctor.transport import ssh_g_cache, ssh_g_lists, ssh_g_run
 from envdoctor.transport.ssh_config import parse_jump
 from envdoctor.transport.ssh_config_resolve import BUILTIN, resolve_builtin
 from envdoctor.transport.ssh_tokens import TokenContext, expand_identity_files
@@ -33,8 +33,10 @@ MAX_JUMP_DEPTH = 8
 MAX_SSH_G_OUTPUT = 1024 * 1024
 
 
-def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
-    """The values of ``ssh -G`` output that envdoctor connects with."""
+def parse_ssh_g(text: str, destination: str,
+                written: Callable[[], ssh_g_lists.WrittenLists | None] = lambda: None) -> ResolvedHost:
+    """The values of ``ssh -G`` output that envdoctor connects with; ``written`` gives the
+    config's known hosts lines, which tell where the file names of a printed list end."""
     single: dict[str, str] = {}
     identity: list[str] = []
     certificates: list[str] = []
@@ -61,8 +63,8 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         identities_only=single.get("identitiesonly") == "yes",
         proxy_jump=tuple(jump.split(",")) if jump and jump != "none" else None,
         proxy_command=single.get("proxycommand") if single.get("proxycommand") not in (None, "none") else None,
-        user_known_hosts_files=tuple(single.get("userknownhostsfile", "").split()),
-        global_known_hosts_files=tuple(single.get("globalknownhostsfile", "").split()),
+        user_known_hosts_files=_file_list(single, ssh_g_lists.USER, written, context),
+        global_known_hosts_files=_file_list(single, ssh_g_lists.GLOBAL, written, context),
         strict_host_key_checking=single.get("stricthostkeychecking", "ask"),
         host_key_alias=alias,
         check_host_ip=single.get("checkhostip") == "yes",
@@ -81,6 +83,14 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         ca_signature_algorithms=_algorithm_list(single, "casignaturealgorithms"),
         resolver=SSH_G,
     )
+
+
+def _file_list(single: Mapping[str, str], key: str, written: Callable[[], ssh_g_lists.WrittenLists | None],
+               context: TokenContext) -> tuple[str, ...]:
+    printed = single.get(key, "")
+    if " " not in printed:  # (one file or none: nothing to tell apart, no config to read)
+        return (printed,) if printed else ()
+    return ssh_g_lists.split_list(printed, key, written(), context)
 
 
 def _algorithm_list(single: Mapping[str, str], key: str) -> tuple[str, ...] | None:
@@ -115,6 +125,13 @@ class HostResolver:
         self._cache_state: ssh_g_cache.ConfigState | None = None
         self._announced = False
         self._timed_out: set[tuple[str, str | None, int | None]] = set()
+        self._written: ssh_g_lists.WrittenLists | None = None
+
+    def written_lists(self) -> ssh_g_lists.WrittenLists:
+        """The config's known hosts lines as written, read once per run (when a list needs them)."""
+        if self._written is None:
+            self._written = ssh_g_lists.written_lists(self.config_file)
+        return self._written
 
     async def resolve(self, destination: str, user: str | None = None, port: int | None = None) -> ResolvedHost:
         if destination.startswith("-"):
@@ -169,7 +186,7 @@ class HostResolver:
             if self._cache_state.digest is None:
                 log.info("ssh_g_not_cached", reason=self._cache_state.reason)
         cached = ssh_g_cache.load(self._cache_state, destination, user, port)
-        return None if cached is None else parse_ssh_g(cached, destination)
+        return None if cached is None else parse_ssh_g(cached, destination, self.written_lists)
 
     def _answered(self, destination: str, user: str | None, port: int | None, returncode: int | None,
                   out: bytes, err: bytes) -> ResolvedHost:
@@ -190,7 +207,7 @@ class HostResolver:
                               hint="name key types without '!' or a short name (ssh -Q PubkeyAcceptedAlgorithms "
                                    "lists them)")
         answer = out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape")
-        resolved = parse_ssh_g(answer, destination)
+        resolved = parse_ssh_g(answer, destination, self.written_lists)
         assert self._cache_state is not None
         ssh_g_cache.store(self._cache_state, destination, user, port, answer)
         return resolved

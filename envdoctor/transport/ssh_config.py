@@ -230,3 +230,29 @@ def include_paths(pattern: str, *, user_config: bool, where: str = "") -> list[s
     """The files an ``Include`` argument names, as ssh's glob finds them (``~`` is ``$HOME``
     there: :mod:`ssh_include`)."""
     return _include_paths(pattern, user_config=user_config, where=where)
+
+
+def lines_read(files: list[tuple[str, bool]], *, max_depth: int = 16) -> list[Line]:
+    """Every directive of the files ssh reads, Includes in place, whether it applies or not
+    (``(path, is user config)`` files; a file or Include that cannot be read adds nothing)."""
+    found: list[Line] = []
+
+    def read(path: str, user_config: bool, depth: int) -> None:
+        try:
+            lines = read_config(path)
+        except ConfigError:
+            return
+        for line in lines:
+            found.append(line)
+            if line.keyword == "include" and depth < max_depth:
+                for argument in line.args:
+                    try:
+                        included = include_paths(argument, user_config=user_config)
+                    except ConfigError:
+                        continue
+                    for one in included:
+                        read(one, user_config, depth + 1)
+
+    for path, user_config in files:
+        read(path, user_config, 0)
+    return found
