@@ -10,8 +10,11 @@ hosts included, with a bounded number of ``ssh -G`` processes at a time.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -223,14 +226,20 @@ class HostResolver:
             self._limit = asyncio.Semaphore(MAX_SSH_G_PROCESSES)
         async with self._limit:
             try:
-                # A thread, not asyncio's subprocess: its wait() waits for the pipes, which a
-                # Match exec command's children may hold long after ssh is gone.
-                answer = await asyncio.to_thread(ssh_g_run.run, argv, SSH_G_TIMEOUT, MAX_SSH_G_OUTPUT)
+                proc = ssh_g_run.start(argv)
             except OSError as exc:
                 raise ConfigError(f"cannot run {self.ssh} -G: {exc.strerror or exc}") from None
+            try:
+                # Collected in a thread, not by asyncio's subprocess: its wait() waits for the
+                # pipes, which a Match exec command's children may hold long after ssh is gone.
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    _ssh_g_threads(), ssh_g_run.collect, proc, time.monotonic() + SSH_G_TIMEOUT, MAX_SSH_G_OUTPUT)
             except ssh_g_run.SSHGTimeout:
                 self._timed_out.add((destination, user, port))
                 raise _timeout_error(destination) from None
+            except BaseException:
+                ssh_g_run.kill_group(proc)  # cancelled (Ctrl-C, a deadline): its thread then ends at once
+                raise
         return self._answered(destination, user, port, answer.returncode, answer.out, answer.err)
 
     def prefetch(self, keys: Sequence[tuple[str, str | None, int | None]]) -> None:
@@ -240,7 +249,6 @@ class HostResolver:
         which the first run after a config change pays on every host. A destination that
         fails here is left to :meth:`resolve`, which says why in its own words."""
         import subprocess
-        import time
         from collections import deque
 
         running: deque[tuple[tuple[str, str | None, int | None], subprocess.Popen[bytes], float]] = deque()
@@ -293,6 +301,13 @@ class HostResolver:
         # ssh -J overrides a later hop's own ProxyJump/ProxyCommand.
         later = [replace(r, proxy_jump=None, proxy_command=None) for r in resolved[1:]]
         return (*before, resolved[0], *later)
+
+
+@functools.cache
+def _ssh_g_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads that wait for ssh -G processes, as many as may run at once (not the default
+    executor's few: one hanging Match exec must not hold back the others)."""
+    return concurrent.futures.ThreadPoolExecutor(MAX_SSH_G_PROCESSES, thread_name_prefix="ssh-G")
 
 
 def _timeout_error(destination: str) -> ConfigError:

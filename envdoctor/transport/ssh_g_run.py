@@ -43,8 +43,8 @@ def start(argv: list[str]) -> subprocess.Popen[bytes]:
                             start_new_session=True)
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Kill ssh and everything in its group, reap ssh, close the pipes (never read to EOF)."""
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to ssh and everything in its process group (the Match exec commands)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -53,6 +53,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
     except ProcessLookupError:
         pass
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ssh and its group, reap ssh, close the pipes (never read to EOF)."""
+    kill_group(proc)
     proc.wait()
     _close(proc)
 
@@ -99,7 +104,3 @@ def collect(proc: subprocess.Popen[bytes], deadline: float, limit: int) -> SSHGA
     assert proc.returncode is not None
     return SSHGAnswer(proc.returncode, b"".join(chunks[out_fd]), b"".join(chunks[err_fd]))
 
-
-def run(argv: list[str], timeout: float, limit: int) -> SSHGAnswer:
-    """Start ssh -G and collect its answer within ``timeout`` seconds."""
-    return collect(start(argv), time.monotonic() + timeout, limit)

@@ -97,3 +97,28 @@ def test_a_background_child_holding_stderr_does_not_delay_the_answer(tmp_path: P
     resolver = openssh.HostResolver(str(config))
     resolver.prefetch([("bg", None, None)])
     assert resolver._done[("bg", None, None)].port == 2201
+
+
+def test_a_cancelled_resolve_kills_the_exec_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resolve cancelled before the ssh -G timeout (Ctrl-C, a fleet deadline) ends ssh -G and
+    its Match exec command at once, and the run is not held until the timeout."""
+    import asyncio
+
+    monkeypatch.setattr(openssh, "SSH_G_TIMEOUT", 30.0)
+    config, pid_file = hanging_config(tmp_path)
+    cancelled_at: list[float] = []
+
+    async def cancel_once_running() -> None:
+        task = asyncio.ensure_future(openssh.HostResolver(str(config)).resolve("slow"))
+        for _ in range(400):  # (until the exec command runs: at most 20 s on a busy machine)
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            await asyncio.sleep(0.05)
+        cancelled_at.append(time.monotonic())
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_once_running())
+    assert time.monotonic() - cancelled_at[0] < 10  # (29 s when the waiting thread is left to time out)
+    assert wait_gone(int(pid_file.read_text()))
