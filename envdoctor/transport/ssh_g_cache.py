@@ -125,6 +125,8 @@ def _walk(path: str, user_config: bool, digest: "hashlib._Hash", variables: set[
             return f"{line.where}: CanonicalizePermittedCNAMEs (ssh asks DNS)"
         if line.keyword == "include":
             for argument in line.args:
+                if "%" in argument or "${" in argument:  # (newer ssh expands them, per destination)
+                    return f"{line.where}: Include with % tokens or ${{VAR}} (its files depend on the destination)"
                 pattern = include_pattern(argument, user_config=user_config, where=line.where)
                 included = glob_matches(pattern)
                 digest.update(f"include\0{pattern}\0{chr(0).join(included)}\0".encode())

@@ -108,6 +108,17 @@ def test_an_ssh_binary_rewritten_in_place_is_a_miss(home: Path, tmp_path: Path) 
     assert agrees(config, "h", str(wrapper)) and resolved(config, "h", str(wrapper))[1] == 2202
 
 
+@pytest.mark.parametrize("include", ["inc-%h.conf", "${ENVDOCTOR_INC}/x.conf"])
+def test_an_include_that_newer_ssh_expands_per_destination_is_not_cached(home: Path, tmp_path: Path,
+                                                                         include: str) -> None:
+    """OpenSSH after 9.2 expands % tokens and ${VAR} in Include (its files then depend on the
+    destination): whichever ssh runs, such a config is not cached."""
+    config = tmp_path / "config"
+    config.write_text(f"Include {include}\nHost h\n  Port 1\n")
+    state = ssh_g_cache.config_state(SSH, str(config))
+    assert state.digest is None and "Include" in state.reason
+
+
 @pytest.mark.timeout(60)  # (reading the FIFO would block forever)
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
 def test_a_read_set_that_cannot_be_confirmed_is_not_cached(home: Path, tmp_path: Path, kind: str) -> None:
