@@ -119,6 +119,8 @@ def _walk(path: str, user_config: bool, digest: "hashlib._Hash", variables: set[
         # Any mention of exec on a Match line: however ssh splits the words, it may run it.
         if line.keyword == "match" and "exec" in line.raw.lower():
             return f"{line.where}: Match exec (ssh runs a command)"
+        if line.keyword == "match" and "localnetwork" in line.raw.lower():
+            return f"{line.where}: Match localnetwork (newer ssh asks the network interfaces)"
         if line.keyword == "canonicalizehostname" and line.args and line.args[0].lower() not in ("no", "false"):
             return f"{line.where}: CanonicalizeHostname (ssh asks DNS)"
         if line.keyword == "canonicalizepermittedcnames" and line.args and line.args[0].lower() != "none":
