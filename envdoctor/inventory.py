@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
-from envdoctor.transport.target import DEFAULT_SSH_CONFIG, SSHTarget
+from envdoctor.transport.target import SSHTarget
 
 if TYPE_CHECKING:
     from envdoctor.transport.ssh_aliases import ConfigHostNames
@@ -347,8 +347,10 @@ def parse_command_line_destination(text: str, *, where: str = "host",
     scheme, as ssh's strncmp), else ``[user@]host[:port]`` split at the last ``@``, as the
     contract promises. ``ssh`` itself would read ``gpu1:2222`` as the host name ``gpu1:2222``
     and fail to look it up; envdoctor keeps its documented meaning (host ``gpu1``, port 2222),
-    except where the SSH config names the whole ``gpu1:2222`` in a Host line
-    (``named_by_config``): then, as for ssh, that block decides. Any other ``:`` stays in the
+    except where the SSH config names the whole ``gpu1:2222`` itself, without wildcards, in a
+    Host line or ``Match originalhost`` (``named_by_config``): then, as for ssh, that block
+    decides. (``Host gpu*`` also matches the name ``gpu1:2222`` in ssh, which would then
+    connect to port 22; it was written for ``gpu1``, so the port given is kept.) Any other ``:`` stays in the
     host name, as ssh reads it (commands that connect refuse it: :func:`port_in_host_name`).
     What ssh refuses (invalid characters, an empty user, a leading ``-``) is a ConfigError,
     and so is an empty host and a password."""
@@ -410,13 +412,14 @@ def ssh_config_host_names(ssh_config_files: Sequence[str]) -> ConfigHostNames:
     from envdoctor.transport.ssh_aliases import config_host_names  # (only for names that are not local)
 
     """The names the SSH config defines: ``--ssh-config`` alone (like ``ssh -F``), else
-    ``~/.ssh/config`` and the system file, as ssh reads them."""
+    ``~/.ssh/config`` (in the password database's home, as ssh reads it) and the system file."""
     from envdoctor.transport.ssh_config import SYSTEM_CONFIG
+    from envdoctor.transport.target import user_config_path
 
     if ssh_config_files:
         files = [(str(f), True) for f in ssh_config_files]
     else:
-        files = [(str(DEFAULT_SSH_CONFIG.expanduser()), True), (SYSTEM_CONFIG, False)]
+        files = [(user_config_path(), True), (SYSTEM_CONFIG, False)]
     return config_host_names(files)
 
 
@@ -453,15 +456,21 @@ def resolve_hosts(
         elif name == LOCAL:
             specs[name] = HostSpec(name=LOCAL, ssh=None)
         elif "@" in name or looks_like_address(name):
-            def named(host: str) -> bool:  # ``Host gpu1:2222``: ssh uses that block, and so do we
+            def config_names() -> ConfigHostNames:
                 nonlocal alias_patterns
                 if alias_patterns is None:
                     alias_patterns = ssh_config_host_names(ssh_config_files)
-                return alias_patterns.names(host)
+                return alias_patterns
 
-            target = parse_command_line_destination(name, named_by_config=named)
+            def named(host: str) -> bool:
+                return config_names().names(host)
+
+            def named_literally(host: str) -> bool:  # ``Host gpu1:2222``: ssh uses that block, and so do we
+                return config_names().names_literally(host)
+
+            target = parse_command_line_destination(name, named_by_config=named_literally)
             refusal = port_in_host_name(name, target)
-            if refusal is not None and not named(target.host):
+            if refusal is not None and not named_literally(target.host):
                 raise ConfigError(refusal)
             if "@" not in name and not looks_like_address(target.host) and not named(target.host):
                 if target.host in inventory.hosts or target.host in inventory.groups:

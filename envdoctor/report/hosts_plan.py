@@ -54,7 +54,7 @@ async def _plan_one(resolver: HostResolver, name: str, inventory: Inventory, ssh
             # and fix also refuse a bare name the config does not define, so that a typo never
             # connects, and a host name with any other ':'.)
             target = parse_command_line_destination(
-                name, named_by_config=lambda host: ssh_config_host_names(ssh_config).names(host))
+                name, named_by_config=lambda host: ssh_config_host_names(ssh_config).names_literally(host))
             spec = HostSpec(name=name, ssh=target)
         if spec.ssh is None:
             return PlanEntry(name, error=f"{name!r} is this machine: no SSH connection")

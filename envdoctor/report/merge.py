@@ -15,6 +15,8 @@ that names it, never a traceback.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,16 +74,50 @@ def _depth(value: Any, limit: int) -> int:
     return deepest
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def _refuse_unless_regular(path: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise UsageError(f"{path} is {kind}, not a report file; give the files written by --format json")
+
+
+def read_report_bytes(path: Path) -> bytes:
+    """The bytes of a report file: a regular file only, opened without blocking (a FIFO named
+    ``x.json`` would hang the merge, a link to ``/dev/zero`` would never end), and never more
+    than MAX_REPORT_BYTES however its size changes while it is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        try:  # (a socket cannot be opened at all: say what it is)
+            _refuse_unless_regular(path, os.stat(path))
+        except OSError:
+            pass
+        raise UsageError(f"cannot read report {path}: {exc.strerror}") from None
+    try:
+        _refuse_unless_regular(path, os.fstat(fd))
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_REPORT_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_REPORT_BYTES + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+        raise UsageError(f"{path}: more than {MAX_REPORT_BYTES} bytes is too large for an envdoctor report")
+    except OSError as exc:
+        raise UsageError(f"cannot read report {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
 def read_report(path: Path) -> dict[str, Any]:
     """One report file, parsed and checked for the shape ``check --format json`` writes."""
     try:
-        size = path.stat().st_size
-        if size > MAX_REPORT_BYTES:
-            raise UsageError(f"{path}: {size} bytes is too large for an envdoctor report")
-        text = path.read_bytes().decode("utf-8")
+        text = read_report_bytes(path).decode("utf-8")
         data = json.loads(text)
-    except OSError as exc:
-        raise UsageError(f"cannot read report {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path} is not UTF-8 text; give the JSON written by --format json") from None
     except RecursionError:

@@ -10,18 +10,20 @@ hosts included, with a bounded number of ``ssh -G`` processes at a time.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import ssh_g_cache
+from envdoctor.transport import ssh_g_cache, ssh_g_lists, ssh_g_run
 from envdoctor.transport.ssh_config import parse_jump
 from envdoctor.transport.ssh_config_resolve import BUILTIN, resolve_builtin
-from envdoctor.transport.ssh_tokens import TokenContext, expand_identity_files, local_account
+from envdoctor.transport.ssh_tokens import TokenContext, expand_identity_files
 from envdoctor.transport.target import ConnectionPlan, ResolvedHost, SSHOptions, SSHTarget
 
 log = get_logger(__name__)
@@ -34,8 +36,10 @@ MAX_JUMP_DEPTH = 8
 MAX_SSH_G_OUTPUT = 1024 * 1024
 
 
-def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
-    """The values of ``ssh -G`` output that envdoctor connects with."""
+def parse_ssh_g(text: str, destination: str,
+                written: Callable[[], ssh_g_lists.WrittenLists | None] = lambda: None) -> ResolvedHost:
+    """The values of ``ssh -G`` output that envdoctor connects with; ``written`` gives the
+    config's known hosts lines, which tell where the file names of a printed list end."""
     single: dict[str, str] = {}
     identity: list[str] = []
     certificates: list[str] = []
@@ -62,8 +66,8 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         identities_only=single.get("identitiesonly") == "yes",
         proxy_jump=tuple(jump.split(",")) if jump and jump != "none" else None,
         proxy_command=single.get("proxycommand") if single.get("proxycommand") not in (None, "none") else None,
-        user_known_hosts_files=tuple(single.get("userknownhostsfile", "").split()),
-        global_known_hosts_files=tuple(single.get("globalknownhostsfile", "").split()),
+        user_known_hosts_files=_file_list(single, ssh_g_lists.USER, written, context),
+        global_known_hosts_files=_file_list(single, ssh_g_lists.GLOBAL, written, context),
         strict_host_key_checking=single.get("stricthostkeychecking", "ask"),
         host_key_alias=alias,
         check_host_ip=single.get("checkhostip") == "yes",
@@ -84,6 +88,14 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
     )
 
 
+def _file_list(single: Mapping[str, str], key: str, written: Callable[[], ssh_g_lists.WrittenLists | None],
+               context: TokenContext) -> tuple[str, ...]:
+    printed = single.get(key, "")
+    if " " not in printed:  # (one file or none: nothing to tell apart, no config to read)
+        return (printed,) if printed else ()
+    return ssh_g_lists.split_list(printed, key, written(), context)
+
+
 def _algorithm_list(single: Mapping[str, str], key: str) -> tuple[str, ...] | None:
     """One of ssh -G's algorithm lists; None when it prints none (ssh keeps no list then)."""
     return tuple(a for a in single[key].split(",") if a) if key in single else None
@@ -97,16 +109,10 @@ def ssh_error_line(stderr: bytes) -> str:
 
 
 def config_file_for(options: SSHOptions) -> str | None:
-    """The ``-F`` file: ``--ssh-config``, or ``$HOME/.ssh/config`` when ``$HOME`` is not the
-    account's home (ssh itself reads the password database's home; envdoctor has always
-    honoured ``$HOME``); None lets ssh read its usual files."""
-    if options.config_files:
-        return options.config_files[0]
-    home_config = Path("~/.ssh/config").expanduser()
-    account_config = Path(local_account().pw_dir) / ".ssh" / "config"
-    if home_config != account_config and home_config.is_file():
-        return str(home_config)
-    return None
+    """The ``-F`` file: ``--ssh-config``; else None, and ssh reads its usual files as plain
+    ``ssh`` does: the user config from the password database's home (not ``$HOME``, which
+    only an Include's ``~`` follows), then ``/etc/ssh/ssh_config`` and what it includes."""
+    return options.config_files[0] if options.config_files else None
 
 
 class HostResolver:
@@ -122,6 +128,13 @@ class HostResolver:
         self._cache_state: ssh_g_cache.ConfigState | None = None
         self._announced = False
         self._timed_out: set[tuple[str, str | None, int | None]] = set()
+        self._written: ssh_g_lists.WrittenLists | None = None
+
+    def written_lists(self) -> ssh_g_lists.WrittenLists:
+        """The config's known hosts lines as written, read once per run (when a list needs them)."""
+        if self._written is None:
+            self._written = ssh_g_lists.written_lists(self.config_file)
+        return self._written
 
     async def resolve(self, destination: str, user: str | None = None, port: int | None = None) -> ResolvedHost:
         if destination.startswith("-"):
@@ -176,7 +189,7 @@ class HostResolver:
             if self._cache_state.digest is None:
                 log.info("ssh_g_not_cached", reason=self._cache_state.reason)
         cached = ssh_g_cache.load(self._cache_state, destination, user, port)
-        return None if cached is None else parse_ssh_g(cached, destination)
+        return None if cached is None else parse_ssh_g(cached, destination, self.written_lists)
 
     def _answered(self, destination: str, user: str | None, port: int | None, returncode: int | None,
                   out: bytes, err: bytes) -> ResolvedHost:
@@ -197,7 +210,7 @@ class HostResolver:
                               hint="name key types without '!' or a short name (ssh -Q PubkeyAcceptedAlgorithms "
                                    "lists them)")
         answer = out[:MAX_SSH_G_OUTPUT].decode("utf-8", "surrogateescape")
-        resolved = parse_ssh_g(answer, destination)
+        resolved = parse_ssh_g(answer, destination, self.written_lists)
         assert self._cache_state is not None
         ssh_g_cache.store(self._cache_state, destination, user, port, answer)
         return resolved
@@ -213,18 +226,21 @@ class HostResolver:
             self._limit = asyncio.Semaphore(MAX_SSH_G_PROCESSES)
         async with self._limit:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE)
+                proc = ssh_g_run.start(argv)
             except OSError as exc:
                 raise ConfigError(f"cannot run {self.ssh} -G: {exc.strerror or exc}") from None
             try:
-                out, err = await asyncio.wait_for(proc.communicate(), SSH_G_TIMEOUT)
-            except (TimeoutError, asyncio.TimeoutError):
-                proc.kill()
-                await proc.wait()
+                # Collected in a thread, not by asyncio's subprocess: its wait() waits for the
+                # pipes, which a Match exec command's children may hold long after ssh is gone.
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    _ssh_g_threads(), ssh_g_run.collect, proc, time.monotonic() + SSH_G_TIMEOUT, MAX_SSH_G_OUTPUT)
+            except ssh_g_run.SSHGTimeout:
+                self._timed_out.add((destination, user, port))
                 raise _timeout_error(destination) from None
-        return self._answered(destination, user, port, proc.returncode, out, err)
+            except BaseException:
+                ssh_g_run.kill_group(proc)  # cancelled (Ctrl-C, a deadline): its thread then ends at once
+                raise
+        return self._answered(destination, user, port, answer.returncode, answer.out, answer.err)
 
     def prefetch(self, keys: Sequence[tuple[str, str | None, int | None]]) -> None:
         """Resolve many destinations at once, before any event loop: the cache first, then
@@ -235,23 +251,15 @@ class HostResolver:
         import subprocess
         from collections import deque
 
-        running: deque[tuple[tuple[str, str | None, int | None], subprocess.Popen[bytes]]] = deque()
-
-        def stop(proc: subprocess.Popen[bytes]) -> None:
-            proc.kill()
-            proc.wait()  # not its pipes: a Match exec command's own child may still hold them
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+        running: deque[tuple[tuple[str, str | None, int | None], subprocess.Popen[bytes], float]] = deque()
 
         def finish() -> None:
-            key, proc = running.popleft()
+            key, proc, deadline = running.popleft()
             try:
-                out, err = proc.communicate(timeout=SSH_G_TIMEOUT)
+                answer = ssh_g_run.collect(proc, deadline, MAX_SSH_G_OUTPUT)
                 if self.ssh is not None:  # (an ssh without -G is found once; the rest go built-in)
-                    self._done[key] = self._answered(*key, proc.returncode, out, err)
-            except subprocess.TimeoutExpired:
-                stop(proc)
+                    self._done[key] = self._answered(*key, answer.returncode, answer.out, answer.err)
+            except ssh_g_run.SSHGTimeout:
                 self._timed_out.add(key)  # (not run again by resolve: it says so at once)
             except ConfigError:
                 pass
@@ -267,15 +275,14 @@ class HostResolver:
                 if len(running) >= MAX_SSH_G_PROCESSES:
                     finish()
                 try:
-                    running.append((key, subprocess.Popen(self._argv(*key), stdin=subprocess.DEVNULL,
-                                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+                    running.append((key, ssh_g_run.start(self._argv(*key)), time.monotonic() + SSH_G_TIMEOUT))
                 except OSError:
                     break  # (resolve says why)
             while running:
                 finish()
         finally:
-            for _, proc in running:
-                stop(proc)
+            for _, proc, _ in running:
+                ssh_g_run.stop(proc)
 
     async def plan(self, destination: str, user: str | None = None, port: int | None = None) -> ConnectionPlan:
         target = await self.resolve(destination, user, port)
@@ -294,6 +301,13 @@ class HostResolver:
         # ssh -J overrides a later hop's own ProxyJump/ProxyCommand.
         later = [replace(r, proxy_jump=None, proxy_command=None) for r in resolved[1:]]
         return (*before, resolved[0], *later)
+
+
+@functools.cache
+def _ssh_g_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads that wait for ssh -G processes, as many as may run at once (not the default
+    executor's few: one hanging Match exec must not hold back the others)."""
+    return concurrent.futures.ThreadPoolExecutor(MAX_SSH_G_PROCESSES, thread_name_prefix="ssh-G")
 
 
 def _timeout_error(destination: str) -> ConfigError:

@@ -26,6 +26,8 @@ class ConfigHostNames:
 
     host_lines: tuple[tuple[str, ...], ...] = ()
     literal_names: tuple[str, ...] = field(default_factory=tuple)
+    #: The names ``Match originalhost`` lists literally.
+    match_names: tuple[str, ...] = field(default_factory=tuple)
 
     def names(self, name: str) -> bool:
         if name in self.literal_names:
@@ -37,6 +39,16 @@ class ConfigHostNames:
                 return True
         return False
 
+    def names_literally(self, name: str) -> bool:
+        """Whether a Host line names exactly ``name`` (a pattern without wildcards, not negated
+        by that line) or ``Match originalhost`` lists it: what makes ``gpu1:2222`` an alias
+        rather than host and port (``Host gpu*`` also matches it in ssh, but was written for
+        ``gpu1``)."""
+        for patterns in self.host_lines:
+            if name in patterns and not any(match_pattern(name, p[1:]) for p in patterns if p.startswith("!")):
+                return True
+        return name in self.match_names
+
     def nearest(self, name: str, others: Iterable[str] = ()) -> str | None:
         close = difflib.get_close_matches(name, [*self.literal_names, *others], n=1, cutoff=0.6)
         return close[0] if close else None
@@ -46,6 +58,7 @@ def config_host_names(files: Sequence[tuple[str, bool]]) -> ConfigHostNames:
     """Scan ``(path, is user config)`` files, following Include, for the names they define."""
     host_lines: list[tuple[str, ...]] = []
     literal: list[str] = []
+    matched: list[str] = []
     seen: set[str] = set()
 
     def read(path: str, user_config: bool, depth: int) -> None:
@@ -60,8 +73,9 @@ def config_host_names(files: Sequence[tuple[str, bool]]) -> ConfigHostNames:
                 words = strdelim_words(line.raw)  # as ssh reads Match: `originalhost=web` too
                 for attribute, value in zip(words, words[1:]):
                     if attribute.lower() == "originalhost":
-                        literal.extend(p for p in value.split(",") if p and not p.startswith("!")
-                                       and not set(p) & WILDCARDS)
+                        names = [p for p in value.split(",") if p and not p.startswith("!") and not set(p) & WILDCARDS]
+                        literal.extend(names)
+                        matched.extend(names)
             elif line.keyword == "include":
                 for pattern in line.args:
                     for included in include_paths(pattern, user_config=user_config):
@@ -69,4 +83,4 @@ def config_host_names(files: Sequence[tuple[str, bool]]) -> ConfigHostNames:
 
     for path, user_config in files:
         read(path, user_config, 0)
-    return ConfigHostNames(tuple(host_lines), tuple(dict.fromkeys(literal)))
+    return ConfigHostNames(tuple(host_lines), tuple(dict.fromkeys(literal)), tuple(dict.fromkeys(matched)))

@@ -14,15 +14,13 @@ evaluates the directives for one destination.
 
 from __future__ import annotations
 
-import glob
-import os
 import re
 import socket
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from envdoctor.errors import ConfigError
-from envdoctor.transport.ssh_tokens import local_account, tilde_expand
+from envdoctor.transport.ssh_include import include_paths as _include_paths
 
 SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -228,11 +226,33 @@ def read_config(path: str) -> list[Line]:
     return parse_lines(data.decode("utf-8", "surrogateescape"), path)
 
 
-def include_paths(pattern: str, *, user_config: bool) -> list[str]:
-    """The files an ``Include`` names: ``~`` expanded, relative to ``~/.ssh`` (or ``/etc/ssh``
-    in the system file), glob-sorted."""
-    pattern = tilde_expand(pattern)
-    if not pattern.startswith("/"):
-        base = os.path.join(local_account().pw_dir, ".ssh") if user_config else "/etc/ssh"
-        pattern = os.path.join(base, pattern)
-    return sorted(glob.glob(pattern))
+def include_paths(pattern: str, *, user_config: bool, where: str = "") -> list[str]:
+    """The files an ``Include`` argument names, as ssh's glob finds them (``~`` is ``$HOME``
+    there: :mod:`ssh_include`)."""
+    return _include_paths(pattern, user_config=user_config, where=where)
+
+
+def lines_read(files: list[tuple[str, bool]], *, max_depth: int = 16) -> list[Line]:
+    """Every directive of the files ssh reads, Includes in place, whether it applies or not
+    (``(path, is user config)`` files; a file or Include that cannot be read adds nothing)."""
+    found: list[Line] = []
+
+    def read(path: str, user_config: bool, depth: int) -> None:
+        try:
+            lines = read_config(path)
+        except ConfigError:
+            return
+        for line in lines:
+            found.append(line)
+            if line.keyword == "include" and depth < max_depth:
+                for argument in line.args:
+                    try:
+                        included = include_paths(argument, user_config=user_config)
+                    except ConfigError:
+                        continue
+                    for one in included:
+                        read(one, user_config, depth + 1)
+
+    for path, user_config in files:
+        read(path, user_config, 0)
+    return found

@@ -33,6 +33,7 @@ from envdoctor.transport.ssh_tokens import (
     tilde_expand,
 )
 from envdoctor.transport import algorithms
+from envdoctor.transport.ssh_forwards import FORWARD_KEYWORDS, forward_line
 from envdoctor.transport.ssh_values import check_value, convtime
 from envdoctor.transport.target import ResolvedHost
 
@@ -98,6 +99,8 @@ class Evaluation:
     values: dict[str, tuple[object, str]] = field(default_factory=dict)
     identity_files: list[tuple[str, str]] = field(default_factory=list)
     certificate_files: list[tuple[str, str]] = field(default_factory=list)
+    #: Socket paths of the forwarding lines that apply (ssh expands their % tokens).
+    forward_paths: list[tuple[str, str]] = field(default_factory=list)
     want_final_pass: bool = False
 
     def first(self, key: str, value: object, where: str) -> None:
@@ -105,7 +108,7 @@ class Evaluation:
 
 
 @functools.lru_cache(maxsize=256)
-def _lines(path: str, mtime_ns: int, size: int) -> tuple[Line, ...]:
+def _lines(path: str, identity: tuple[int, ...]) -> tuple[Line, ...]:
     return tuple(read_config(path))
 
 
@@ -117,7 +120,8 @@ def lines_of(path: str) -> tuple[Line, ...]:
         return ()
     except OSError as exc:
         raise ConfigError(f"cannot read SSH config {path}: {exc.strerror}") from None
-    return _lines(path, stat.st_mtime_ns, stat.st_size)
+    # Not the modification time alone: its owner can set it back after a same-size edit.
+    return _lines(path, (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev))
 
 
 def evaluate_file(state: Evaluation, path: str, *, user_config: bool, active: bool = True, depth: int = 0,
@@ -137,7 +141,7 @@ def evaluate_file(state: Evaluation, path: str, *, user_config: bool, active: bo
             if depth >= MAX_INCLUDE_DEPTH:
                 raise ConfigError(f"{line.where}: Include nested more than {MAX_INCLUDE_DEPTH} deep")
             for pattern in args:
-                for included in include_paths(pattern, user_config=user_config):
+                for included in include_paths(pattern, user_config=user_config, where=line.where):
                     # An Include inside a block that does not apply is read, but nothing in it applies.
                     evaluate_file(state, included, user_config=user_config, active=active, depth=depth + 1,
                                   never_match=never_match or not active)
@@ -306,6 +310,11 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
         parsed = ("none",) if args[0].lower() == "none" else tuple(args)
     elif keyword == "proxyjump":
         parsed = jump_value(args, where)  # checked where it does not apply too
+    elif keyword in FORWARD_KEYWORDS:
+        forward = forward_line(keyword, args, where)  # checked where it does not apply too
+        if active:
+            state.forward_paths.extend((path, where) for path in forward.paths)
+        return
     if not active:
         return
     if keyword == "identityfile":
@@ -322,6 +331,8 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
         state.first("proxy", ("command", line.raw.strip()), where)
     elif keyword == "canonicalizehostname":
         state.first(keyword, {"true": "yes", "false": "no"}.get(value.lower(), value.lower()), where)
+    elif keyword == "clearallforwardings":
+        state.first(keyword, value.lower() in ("yes", "true"), where)
     elif keyword in ("canonicaldomains", "canonicalizepermittedcnames") and args:
         state.first(keyword, tuple(args), where)
     elif keyword == "canonicalizemaxdots" and value.isdigit():
@@ -371,7 +382,8 @@ def resolve_builtin(destination: str, *, config_file: str | None = None, user: s
         source = state.values.get("hostname", (None, "destination"))[1]
         state.values["hostname"] = (hostname, source)
         state = Evaluation(host=hostname, original_host=destination, final_pass=True, values=state.values,
-                           identity_files=state.identity_files, certificate_files=state.certificate_files)
+                           identity_files=state.identity_files, certificate_files=state.certificate_files,
+                           forward_paths=state.forward_paths)
         run_pass(files, state)
     return finish(state, destination)
 
@@ -399,9 +411,14 @@ def refuse_dns(state: Evaluation, hostname: str, canonicalize: str) -> None:
             hint="install the OpenSSH client (ssh) so that `ssh -G` resolves this host exactly")
 
 
-def check_expansions(values: dict[str, tuple[object, str]], context: TokenContext) -> None:
-    """ssh expands ControlPath, IdentityAgent, ForwardAgent's path and RemoteCommand before
+def check_expansions(values: dict[str, tuple[object, str]], context: TokenContext,
+                     forward_paths: Sequence[tuple[str, str]] = ()) -> None:
+    """ssh expands ControlPath, IdentityAgent, ForwardAgent's path, RemoteCommand and the
+    socket paths of the forwards that apply (unless ClearAllForwardings drops them) before
     ``ssh -G`` prints anything: a token or variable it cannot expand fails the whole command."""
+    if not values.get("clearallforwardings", (False, ""))[0]:
+        for path, where in forward_paths:
+            _check_percent_only(path, context, where)
     for keyword in ("controlpath", "identityagent", "forwardagent", "remotecommand"):
         value, where = values.get(f"expand:{keyword}", ("", ""))
         if not value or keyword != "remotecommand" and str(value).lower() == "none":
@@ -502,7 +519,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
     # ssh expands neither ~ nor tokens in GlobalKnownHostsFile (``ssh -G`` prints it as written).
     global_known = tuple(get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS))  # type: ignore[call-overload]  # a tuple
     timeout = get("connecttimeout", None)
-    check_expansions(values, context)
+    check_expansions(values, context, state.forward_paths)
     agent, agent_where = values.get("expand:identityagent", (None, ""))
     if agent is not None and agent != "none":
         agent = expand_path(str(agent), context, agent_where)  # as ssh -G prints it

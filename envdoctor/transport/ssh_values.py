@@ -4,8 +4,8 @@ ssh refuses a whole config for a bad value anywhere in it (``Compression maybe``
 that never applies, ``ServerAliveInterval 10 20``), so the built-in parser must refuse it
 too or it would resolve a destination ``ssh -G`` refuses. The tables are readconf.c's
 (``parse_flag``, ``parse_int``, ``parse_time``, ``parse_string`` and its multistate lists);
-keywords with their own parsing there (forwards, algorithms, ForwardAgent, ...) are taken as
-they are.
+RekeyLimit and TunnelDevice are read as readconf.c reads them; forwarding lines are
+:mod:`ssh_forwards`'s; algorithm lists and ForwardAgent have their own modules.
 """
 
 from __future__ import annotations
@@ -144,8 +144,101 @@ def check_special(keyword: str, args: Sequence[str], where: str) -> None:
         raise ConfigError(f"{where}: keyword {keyword} has extra arguments at end of line")
 
 
+LLONG_MAX, LLONG_MIN = 2**63 - 1, -(2**63)
+_SCALES = {c: 1024**n for n, c in enumerate("BKMGTPE")}
+
+
+def _c_div(a: int, b: int) -> int:
+    """C's integer division (toward zero)."""
+    return -(-a // b) if (a < 0) != (b < 0) else a // b
+
+
+def scan_scaled(text: str) -> int | None:
+    """OpenBSD's ``scan_scaled`` (``1.5G``, ``100K``, ``0``), as readconf.c's RekeyLimit uses it:
+    the number, or None where it fails (a second sign or '.', more than 20 digits, overflow,
+    an unknown unit or a letter after it)."""
+    at, sign, digits, fract_digits, whole, fpart = 0, 0, 0, 0, 0, 0
+    while at < len(text) and text[at] in " \t\n\v\f\r":
+        at += 1
+    while at < len(text) and text[at] in "+-":
+        if sign:
+            return None
+        sign = -1 if text[at] == "-" else 1
+        at += 1
+    while at < len(text) and (text[at] in "0123456789."):
+        if text[at] == ".":
+            if fract_digits:
+                return None
+            fract_digits = 1
+        elif fract_digits:
+            if fract_digits < 20:  # (MAX_DIGITS - 1: further fractional digits are ignored)
+                fract_digits += 1
+                fpart = fpart * 10 + int(text[at])
+                if fpart > LLONG_MAX:
+                    return None
+        else:
+            digits += 1
+            whole = whole * 10 + int(text[at])
+            if digits >= 21 or whole > LLONG_MAX:
+                return None
+        at += 1
+    whole *= sign or 1
+    if at == len(text):
+        return whole
+    scale = _SCALES.get(text[at].upper())
+    if scale is None or text[at + 1 : at + 2].isascii() and text[at + 1 : at + 2].isalnum():
+        return None
+    if whole > _c_div(LLONG_MAX, scale) or whole < _c_div(LLONG_MIN, scale):
+        return None
+    whole *= scale
+    while fpart >= _c_div(LLONG_MAX, scale):
+        fpart //= 10
+        fract_digits -= 1
+    fpart *= scale
+    for _ in range(fract_digits - 1):
+        fpart //= 10
+    return whole - fpart if sign == -1 else whole + fpart
+
+
+def check_rekey_limit(args: Sequence[str], where: str) -> None:
+    """``RekeyLimit default|SIZE [TIME|none]``: a size of 16 bytes or more (or 0), a time."""
+    value = args[0] if args else ""
+    if not value:
+        raise ConfigError(f"{where}: RekeyLimit is missing its argument")
+    size = 0 if value == "default" else scan_scaled(value)
+    if size is None or size != 0 and size < 16:
+        raise ConfigError(f"{where}: bad RekeyLimit {value!r} (a size such as 1G, at least 16 bytes, or default)")
+    if len(args) > 1 and args[1] != "none" and (not args[1] or convtime(args[1]) is None):
+        raise ConfigError(f"{where}: invalid time value {args[1]!r} for RekeyLimit")
+    if len(args) > 2:
+        raise ConfigError(f"{where}: keyword rekeylimit has extra arguments at end of line")
+
+
+TUNID_MAX = 0x7FFFFFFF - 2
+
+
+def _tun(text: str) -> bool:
+    return text.lower() == "any" or bool(re.fullmatch(r"[ \t\n\r\f\v]*[+-]?\d+", text)) and 0 <= int(text) <= TUNID_MAX
+
+
+def check_tunnel_device(args: Sequence[str], where: str) -> None:
+    """``TunnelDevice local[:remote]``: each ``any`` or a number (misc.c's ``a2tun``)."""
+    value = args[0] if args else ""
+    if not value:
+        raise ConfigError(f"{where}: TunnelDevice is missing its argument")
+    local, colon, remote = value.partition(":")
+    if not _tun(local) or colon and not _tun(remote):
+        raise ConfigError(f"{where}: bad TunnelDevice {value!r} (any or a number, then optionally :any or :number)")
+    if len(args) > 1:
+        raise ConfigError(f"{where}: keyword tunneldevice has extra arguments at end of line")
+
+
 def check_value(keyword: str, args: Sequence[str], where: str) -> None:
     """Refuse what ssh refuses for this keyword's arguments (one line, naming file:line)."""
+    if keyword == "rekeylimit":
+        check_rekey_limit(args, where)
+    elif keyword == "tunneldevice":
+        check_tunnel_device(args, where)
     if keyword in ("controlpersist", "streamlocalbindmask", "fingerprinthash", "escapechar", "canonicaldomains",
                    "identityagent", "forwardagent", "ipqos", "addkeystoagent"):
         check_special(keyword, args, where)

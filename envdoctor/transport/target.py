@@ -9,9 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-DEFAULT_SSH_CONFIG = Path("~/.ssh/config")
+
+def user_config_path() -> str:
+    """The user config plain ``ssh`` reads: in the password database's home, whatever
+    ``$HOME`` says (ssh.c builds it from ``pw->pw_dir``)."""
+    import pwd
+
+    return os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".ssh", "config")
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,8 @@ class SSHOptions:
     def resolved_config_files(self) -> list[str]:
         if self.config_files:
             return list(self.config_files)
-        default = DEFAULT_SSH_CONFIG.expanduser()
-        return [str(default)] if default.is_file() else []
+        default = user_config_path()
+        return [default] if os.path.isfile(default) else []
 
     def effective_connect_timeout(self, configured: float | None) -> float:
         """``--connect-timeout`` when given, else the config's ConnectTimeout, else the default."""

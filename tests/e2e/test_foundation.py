@@ -130,17 +130,20 @@ def test_missing_venv_is_a_failing_check(run_cli, sshd, tmp_path):
 
 
 def test_home_ssh_config_alias_and_inventory_group(run_cli, sshd, bare_venv, tmp_path):
-    """Aliases come from ~/.ssh/config; an inventory group expands to its hosts; junit has a case per check."""
+    """Aliases come from the SSH config (--ssh-config: $HOME/.ssh/config is not the one plain ssh
+    reads when $HOME is not the account's home); an inventory group expands to its hosts;
+    junit has a case per check."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
-    sshd.write_alias_config(["ct200", "b300"], path=home / ".ssh" / "config")
+    config = sshd.write_alias_config(["ct200", "b300"], path=tmp_path / "ssh_config")
     (tmp_path / "envdoctor.toml").write_text(
         f"[hosts.ct200]\nvenv = {json.dumps(str(bare_venv))}\nrequires = ['pip']\n"
         f"[hosts.b300]\nvenv = {json.dumps(str(bare_venv))}\n"
         "[groups]\nfleet = ['ct200', 'b300']\n"
     )
     out = tmp_path / "report.xml"
-    res = run_cli("check", "fleet", "--format", "junit", "--output", str(out), env={"HOME": str(home)}, cwd=tmp_path)
+    res = run_cli("check", "fleet", "--format", "junit", "--output", str(out), "--ssh-config", str(config),
+                  env={"HOME": str(home)}, cwd=tmp_path)
     assert res.exit_status == 0, res.stderr + out.read_text()
     root = ET.parse(out).getroot()
     suites = {s.get("name"): s for s in root.iter("testsuite")}

@@ -50,9 +50,10 @@ def test_every_input_changes_the_key(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("text", ['Match exec "true"\n  Port 1\n', "Host a\n  CanonicalizeHostname yes\n",
-                                  'Match host x !exec "false"\n'])
+                                  'Match host x !exec "false"\n', "Match localnetwork 10.0.0.0/8\n  Port 1\n"])
 def test_impure_configs_are_not_cached(tmp_path, text):
-    """Match exec (a command) and hostname canonicalisation (DNS) make the answer impure: no cache."""
+    """Match exec (a command), hostname canonicalisation (DNS) and Match localnetwork (the
+    interfaces, in OpenSSH after 9.2) make the answer impure: no cache."""
     config = tmp_path / "config"
     config.write_text(text)
     assert digest(config) is None
