@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from envdoctor.errors import TransportError
+from envdoctor.probe.host import program_text
 
 #: Receives a command's output chunk by chunk, as :meth:`Transport.stream` reads it.
 OutputSink = Callable[[bytes], None]
@@ -125,49 +126,10 @@ class Transport(ABC):
         # writer an early EOF, and without them it would install the truncated bytes.
         digest = hashlib.sha256(data).hexdigest()
         result = await self.run(
-            [python, "-I", "-c", _ATOMIC_WRITER, path, oct(mode), str(len(data)), digest],
+            [python, "-I", "-c", program_text(("atomic_write",), "write_from_stdin"), path, oct(mode),
+             str(len(data)), digest],
             stdin=data,
             timeout=timeout,
         )
         if not result.ok:
             raise TransportError(f"cannot write {path} on {self.name}: {result.stderr_tail(1)}")
-
-
-#: The host side of an atomic replace (stdlib only, Python 3.6; needs os and tempfile): a
-#: temporary file in the same folder, fsync, rename, fsync of the folder. Shared by
-#: Transport.write_atomic and the patch program (envdoctor.patching.host), which runs it under
-#: its lock.
-HOST_WRITE_ATOMIC = """
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path, data, mode):
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envdoctor-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(folder)
-"""
-
-_ATOMIC_WRITER = "import hashlib, os, sys, tempfile\n" + HOST_WRITE_ATOMIC + """
-path, mode = sys.argv[1], int(sys.argv[2], 8)
-size, digest = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 4 else (None, None)
-data = sys.stdin.buffer.read()
-if size is not None and (len(data) != size or hashlib.sha256(data).hexdigest() != digest):
-    sys.exit("received %d of %d bytes (connection cut?); %s left unchanged" % (len(data), size, path))
-write_atomic(path, data, mode)
-"""

@@ -126,8 +126,8 @@ def test_layers_import_only_downward():
 
 
 def test_transport_knows_nothing_of_the_inventory_or_the_cli():
-    """transport/ is reachable from anywhere and reaches nothing but the foundation modules."""
-    allowed = {"envdoctor", "envdoctor.errors", "envdoctor.logsafe"}
+    """transport/ reaches nothing but the foundation modules and the host programs it sends."""
+    allowed = {"envdoctor", "envdoctor.errors", "envdoctor.logsafe", "envdoctor.probe.host"}
     for source, targets in envdoctor_edges().items():
         if source.startswith("envdoctor.transport"):
             outside = {t for t in targets if not t.startswith("envdoctor.transport") and t not in allowed}
@@ -171,3 +171,36 @@ def test_few_modules_sit_at_the_top_of_envdoctor():
     top = sorted(p.stem for p in (ROOT / "envdoctor").glob("*.py"))
     assert top == ["__init__", "__main__", "config_trust", "errors", "inventory", "logsafe", "safe_text",
                    "untrusted"], top
+
+
+#: The probe's bootstrap travels in argv (``python -c``), compacted to a few hundred bytes;
+#: it only reads the request and the program from stdin and runs them.
+ARGV_SIZED = {("envdoctor.probe.program", "_BOOTSTRAP")}
+
+
+def program_strings(module: str, tree: ast.Module) -> Iterator[ast.Constant]:
+    """String constants of a module, leaving out the values of the ARGV_SIZED names."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any((module, getattr(t, "id", "")) in ARGV_SIZED for t in node.targets):
+            skipped |= {id(inner) for inner in ast.walk(node.value)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            yield node
+
+
+def test_host_programs_are_files_not_strings():
+    """No module outside probe/host holds a Python program in a string (it would escape linters,
+    ast tests and coverage); every program assembled from probe/host compiles."""
+    from envdoctor.patching.host import HOST_PROGRAM
+    from envdoctor.stages.programs import DETACHER, SUPERVISOR
+
+    for module, path in MODULES.items():
+        if module.startswith("envdoctor.probe.host"):
+            continue
+        for node in program_strings(module, ast.parse(path.read_text("utf-8"))):
+            if node.value.count("\n") > 8:
+                code = [line for line in node.value.splitlines() if line.startswith(("def ", "import ", "class "))]
+                assert not code, f"{path.relative_to(ROOT)}:{node.lineno} holds a program in a string: {code[0]}"
+    for program in (HOST_PROGRAM, SUPERVISOR, DETACHER):
+        compile(program, "<host program>", "exec")
