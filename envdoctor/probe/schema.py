@@ -186,6 +186,11 @@ _MODEL = Keys({
     "code": MapOf(Keys({"source": str, "sha256": str, "size": int, "error": TEXT})), "live": (NONE, dict),
 })
 
+_DIST_DIGEST = Keys({"name": str, "version": str, "digest": TEXT, "files": int, "modified": [str], "missing": [str],
+                     "modified_count": int, "missing_count": int, "unhashed": int, "record": str})
+_MODEL_DIGEST = Keys({"path": str, "error": TEXT, "truncated": bool,
+                      "files": MapOf(Keys({"kind": str, "size": (int, NONE), "hash": TEXT}))})
+
 #: Section name -> the schema of its ``data``.
 SECTION_SCHEMAS: dict[str, Any] = {
     "host": Keys({"hostname": str, "path_env": str, "on_path": MapOf(_PROGRAM),
@@ -199,6 +204,11 @@ SECTION_SCHEMAS: dict[str, Any] = {
     "patch-ledger": Keys({"prefix": str, "path": str, "exists": bool, "lines": [str], "files": MapOf(dict)}),
     "sources": Keys({"site_packages": [str], "distributions": [dict], "not_found": [str], "skipped": [dict]}),
     "audit": dict,
+    "system": Keys({"os": dict, "machine": str, "kernel": str, "libc": dict, "python": dict, "cpu": dict,
+                    "memory": dict, "limits": MapOf(list), "cuda_toolkit": dict,
+                    "environment": Keys({"vars": MapOf(str), "masked": [str]}),
+                    "topology": Keys({"text": TEXT, "error": TEXT})}),
+    "digests": Keys({"prefix": str, "distributions": [_DIST_DIGEST], "models": [_MODEL_DIGEST]}),
 }
 #: Streamed items (``{"section", "item"}`` lines) of the sections that stream.
 ITEM_SCHEMAS: dict[str, Any] = {
