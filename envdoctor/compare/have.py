@@ -30,9 +30,9 @@ CATEGORIES: dict[str, str] = {
     "env": "environment variables",
 }
 #: What a key missing on a host means, by its prefix: a distribution not installed, a patch
-#: not applied, a variable not set. (A model file absent from a folder the host has is
-#: ``absent`` too: see :meth:`Have.value`.) Other keys missing are unknown.
-MISSING: dict[str, str] = {"dist": "absent", "patch": "not applied", "env": "(unset)"}
+#: not applied, a variable not set, a model folder (or a file of a folder the host has) not
+#: there: see :meth:`Have.value`. Other keys missing are unknown.
+MISSING: dict[str, str] = {"dist": "absent", "patch": "not applied", "env": "(unset)", "model": "absent"}
 HASH_SHOWN = 12
 
 
@@ -58,8 +58,11 @@ class Have:
             return self.items[key]
         kind, _, rest = key.partition(":")
         if kind == "model":
-            label = rest.split(":", 1)[0]
-            return "absent" if label in self.models else None
+            label, _, file = rest.partition(":")
+            if label in self.models:  # a file of a folder the host has
+                return "absent"
+            # a folder another host has under that name: absent here when this host's folders were read
+            return "absent" if not file and "model" in self.known else None
         return MISSING.get(kind) if kind in self.known else None
 
     def to_json(self) -> dict[str, Any]:
@@ -100,6 +103,8 @@ def build_have(spec: HostSpec, facts: HostFacts) -> Have:
         _ledger(facts.section("patch-ledger"), items, details)
     _gpu_stack(facts, env, items, details)
     models = _models(facts.section("digests"), items, details)
+    if isinstance(facts.section("digests"), Mapping):
+        known.add("model")
     if isinstance(facts.section("system"), Mapping):
         known.add("env")
         _environment(facts.section("system"), items)
@@ -216,6 +221,8 @@ def _models(section: Any, items: dict[str, str | None], details: dict[str, str])
         if not isinstance(model, Mapping) or not isinstance(model.get("path"), str):
             continue
         label = posixpath.basename(model["path"].rstrip("/")) or model["path"]
+        if f"model:{label}" in items:  # two folders of one name: the second by its path
+            label = model["path"]
         details[f"model:{label}"] = model["path"]
         if model.get("error"):
             items[f"model:{label}"] = f"missing ({model['error']})"

@@ -21,7 +21,13 @@ from envdoctor.engine.facts import Problem
 from envdoctor.engine.graph import CheckGraph
 from envdoctor.engine.results import CheckResult, Status
 from envdoctor.inventory import HostSpec
-from envdoctor.operations.fleet import HAVE_OVERRIDES, HAVE_SECTIONS, FleetReport, HostReport, HostRun
+from envdoctor.operations.fleet import (
+    HAVE_OVERRIDES,
+    HAVE_SECTIONS,
+    FleetReport,
+    HostReport,
+    HostRun,
+)
 from envdoctor.operations.gather import gather_facts, resolve_venv
 from envdoctor.transport.interface import Transport
 

@@ -26,6 +26,7 @@ from envdoctor.report.merge import read_report
 from envdoctor.safe_text import xml_safe
 
 SHOWN_HOSTS = 8
+READ_HINT = "diff reads the JSON of `envdoctor snapshot HOST --format json` (one file per node, or one for many)"
 
 
 def host_json(host: HostHave, report: DiffReport) -> dict[str, Any]:
@@ -62,8 +63,8 @@ def difference_lines(difference: Difference) -> list[str]:
     mark = "~" if difference.ignored else "✗"
     tie = ", a tie" if difference.tie else ""
     ignored = " (ignored)" if difference.ignored else ""
-    lines = [f"  {mark} {difference.key}{ignored}: {difference.majority} on {len(difference.holders)} of "
-             f"{difference.of}{tie} ({_hosts(difference.holders)})"]
+    lines = [(f"  {mark} {difference.key}{ignored}: {difference.majority} on {len(difference.holders)} of "
+              f"{difference.of}{tie} ({_hosts(difference.holders)})")]
     by_value: dict[str, list[str]] = {}
     for other in difference.others:
         by_value.setdefault(other.value, []).append(other.host)
@@ -168,7 +169,10 @@ def diff_reports(paths: Sequence[Path], ignore: Sequence[str] = ()) -> DiffRepor
     hosts: list[HostHave] = []
     sources: dict[str, str] = {}
     for path in paths:
-        data = read_report(path)
+        try:
+            data = read_report(path)
+        except UsageError as exc:
+            raise UsageError(str(exc), hint=READ_HINT if exc.hint else "") from None
         for entry in data["hosts"]:
             if not isinstance(entry, dict) or not isinstance(entry.get("host"), str):
                 raise UsageError(f"{path}: a host entry without a \"host\" name")
@@ -192,4 +196,4 @@ def _host_of(entry: dict[str, Any], name: str, path: Path) -> HostHave:
         return HostHave(spec, None, Problem("probe", entry["error"]))
     return HostHave(spec, None, Problem(
         "probe", f"{path} carries no \"have\" for {name}",
-        hint="diff reads the JSON of `envdoctor snapshot HOST --format json` (check's JSON does not carry it)"))
+        hint=f"{READ_HINT}; check's JSON does not carry what a host has"))

@@ -135,7 +135,7 @@ def test_a_patch_overwritten_since_shows_as_changed():
     """The ledger says applied but the file's hash is no longer the patched one: not the same state."""
     facts = probe(venvs=venvs("/v", []), **{"patch-ledger": ledger("/v", "cc")})
     items = build_have(HostSpec("n", None, venv="/v"), facts).items
-    assert list(v for k, v in items.items() if k.startswith("patch:")) == ["applied, file changed since"]
+    assert [v for k, v in items.items() if k.startswith("patch:")] == ["applied, file changed since"]
 
 
 def diff_of(*hosts: HostHave):
@@ -215,3 +215,21 @@ def test_same_groups_add_a_fleet_same_result_to_each_of_their_hosts():
     assert {n: r.status for n, r in results.items()} == {"n1": Status.PASS, "n2": Status.FAIL, "n3": Status.PASS}
     assert results["n2"].id == "fleet.same"
     assert "torch is 2.8.0 (majority 2.9.1 on 2 of 3)" in results["n2"].message
+
+
+def test_a_model_folder_of_another_name_is_absent_on_the_other_hosts():
+    """Hosts whose --model folders have other names do not compare as the same: each folder is
+    absent where it is not; a file of a folder a host has but lacks is absent there (n1 against
+    n2 is a tie, n3 has no such folder: unknown)."""
+    def with_model(label: str, files: dict[str, str]) -> Have:
+        items = {**BASE, f"model:{label}": "present", **{f"model:{label}:{k}": v for k, v in files.items()}}
+        return Have(items, models=frozenset({label}), known=KNOWN | {"model"})
+
+    found = compare([("n1", with_model("Kimi-K2.6", {"config.json": "1"})),
+                     ("n2", with_model("Kimi-K2.6", {"config.json": "1", "extra.json": "2"})),
+                     ("n3", with_model("Qwen3", {"config.json": "1"}))])
+    assert {d.key: [(o.host, o.value) for o in d.others] for d in found.differences} == {
+        "model:Kimi-K2.6": [("n3", "absent")], "model:Qwen3": [("n3", "present")],
+        "model:Kimi-K2.6:extra.json": [("n2", "2")]}
+    extra = next(d for d in found.differences if d.key == "model:Kimi-K2.6:extra.json")
+    assert extra.tie and extra.majority == "absent" and extra.unknown == ("n3",)

@@ -56,10 +56,10 @@ def test_os_libc_and_limits_agree_with_the_system():
     found = section()
     release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
     assert found["os"]["pretty_name"] == release["PRETTY_NAME"].strip('"')
-    ldd = subprocess.run(["ldd", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    ldd = subprocess.run(["ldd", "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
     assert found["libc"]["name"] == "glibc" and ldd.split()[-1] == found["libc"]["version"]
     assert found["kernel"] == platform.release() == subprocess.run(["uname", "-r"], capture_output=True,
-                                                                     text=True).stdout.strip()
+                                                                     text=True, check=True).stdout.strip()
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert found["limits"]["nofile"][0] == (None if soft == resource.RLIM_INFINITY else soft)
     assert found["cpu"]["logical"] == os.cpu_count() and found["memory"]["total"] > 0

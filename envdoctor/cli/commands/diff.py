@@ -9,7 +9,13 @@ from typing import Any
 import click
 
 from envdoctor.cli.exits import handle_errors
-from envdoctor.cli.options import MODEL, REQUIRE, connection_options, environment_options, output_options
+from envdoctor.cli.options import (
+    MODEL,
+    REQUIRE,
+    connection_options,
+    environment_options,
+    output_options,
+)
 from envdoctor.cli.output import ProgressLine, emit
 from envdoctor.cli.selection import select_hosts
 from envdoctor.errors import UsageError
@@ -67,7 +73,10 @@ def diff(targets: tuple[str, ...], ignore: tuple[str, ...], fmt: str, output: st
       envdoctor diff n1 n2 n3 --venv /root/venv_sglang211 --model /root/models/Kimi-K2.6
       envdoctor diff /shared/snapshots/*.json --format junit --output drift.xml
     """
-    from envdoctor.report.diff_report import diff_reports, render  # (the comparison's modules: when it runs)
+    from envdoctor.report.diff_report import (  # (the comparison's modules: when it runs)
+        diff_reports,
+        render,
+    )
 
     paths = report_paths(targets)
     if paths is not None:

@@ -30,12 +30,12 @@ from envdoctor.probe.host.audit_hash import (
 from envdoctor.probe.host.audit_record import fsb, read_record, stat_key
 from envdoctor.probe.host.core import (
     READ_FLAGS,
-    section,
     canonical_name,
     env_site_dirs,
     interpreter_prefix,
     prune_user_caches,
     read_headers,
+    section,
     touch_user_cache,
     venv_prefix_of,
 )
@@ -360,7 +360,7 @@ def model_kind(relpath):
         return "weights"
     if _TOKENIZER.search(relpath):
         return "tokenizer"
-    if base.endswith(".json") or base.endswith((".yaml", ".yml", ".txt", ".jinja")):
+    if base.endswith((".json", ".yaml", ".yml", ".txt", ".jinja")):
         return "config"
     if base.endswith(".py"):
         return "code"
@@ -405,7 +405,7 @@ def model_digest(folder, cache, budget):
         kind = model_kind(relpath)
         # Weights always by size and samples (a small one is read whole by its samples anyway).
         whole_max = {"weights": -1, "other": FULL_HASH_MAX}.get(kind, MODEL_FULL_HASH_MAX)
-        value, key, how = file_fingerprint(full, whole_max, cache, budget)
+        value, key, _how = file_fingerprint(full, whole_max, cache, budget)
         entry = {"kind": kind, "size": key[0] if key else None, "hash": value}
         if value is None:
             result["unhashed"] += 1
