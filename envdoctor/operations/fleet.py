@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from envdoctor.compare.have import Have, build_have
 from envdoctor.engine.executor import FleetSettings, Progress, run_hosts, run_hosts_here
 from envdoctor.engine.facts import HostFacts, Problem
 from envdoctor.engine.graph import CheckGraph
@@ -24,6 +23,7 @@ from envdoctor.operations.gather import default_sections, gather_facts, resolve_
 from envdoctor.transport.interface import CommandResult, Transport, shell_join
 
 if TYPE_CHECKING:
+    from envdoctor.compare.have import Have
     from envdoctor.install.pip_remedy import InstalledState
 
 log = get_logger(__name__)
@@ -203,6 +203,8 @@ class HostRun:
         """What the host has, when it was asked for (and its facts could be gathered)."""
         if "digests" not in self.extra_sections or facts.problem is not None:
             return None
+        from envdoctor.compare.have import build_have  # (only for a same = true group: start-up)
+
         return build_have(self.spec, facts)
 
     def unavailable(self, problem: Problem) -> HostReport:
