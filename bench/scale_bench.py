@@ -18,10 +18,13 @@ wait4) in total and per host, peak RSS, the most descriptors open at once, and e
 wall time over the reference's. It then runs the largest fleet under a descriptor limit
 (``--nofile``, default 256) that is far below the fleet size: every host must get its result
 and no "Too many open files" may appear. Finally it reports start-up: the import time of
-``envdoctor check local`` (best of 5).
+``envdoctor check local`` (best of 5), and what comparing hosts costs (``--diff-hosts``, 128 by
+default; bench/diff_cost.py): ``check`` of the hosts of one job as a plain group, as a ``same =
+true`` group (check and the comparison, in one probe round trip) and ``diff`` of them, taking
+turns, with the hashing a host does for them measured on this machine (cold, and from its cache).
 
     python bench/scale_bench.py [--hosts 32,128,1000] [--servers 2] [--parallel 64]
-                                [--nofile 256] [--repeat 1] [--distinct]
+                                [--nofile 256] [--repeat 1] [--distinct] [--diff-hosts 128]
 
 By default every simulated host sends the same answer, as the nodes of one image do; the
 controller then decodes the environments once (envdoctor/probe/shared_answers.py). ``--distinct``
@@ -161,6 +164,8 @@ class SimFleet:
         self.answer = ROOT / "answer"
         self.stdin = ROOT / "stdin"
         self.command = self.record_answer()
+        #: sim_fleet's --answer-for arguments: the recordings of other requests (diff_cost.py).
+        self.answers: list[str] = []
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @staticmethod
@@ -193,7 +198,7 @@ class SimFleet:
             proc = subprocess.Popen(
                 [sys.executable, str(REPO / "bench" / "sim_fleet.py"), "--port", str(port),
                  "--host-key", str(self.host_key), "--answer", str(self.answer),
-                 *(["--distinct"] if self.distinct else [])],
+                 *(["--distinct"] if self.distinct else []), *self.answers],
                 stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
             )
             assert proc.stdout is not None
@@ -276,6 +281,42 @@ def startup_ms(repeat: int = 5) -> float:
     return best
 
 
+def diff_runs(fleet: SimFleet, n: int, parallel: int, repeat: int) -> list[Measure]:
+    """check, check of a same = true group and diff of the same n hosts, taking turns (the
+    machine's load drifts alike for the three); the best wall and the least CPU of each."""
+    import diff_cost
+
+    argvs = diff_cost.commands(ROOT, [fleet.alias(i) for i in range(n)], fleet.config)
+    measured([*argvs["diff"], "--parallel", str(parallel)], env={**os.environ, "HOME": str(ROOT)})  # warm-up
+    runs: dict[str, list[Measure]] = {tool: [] for tool in argvs}
+    for _ in range(repeat):
+        for tool, argv in argvs.items():
+            measure, out, err = measured([*argv, "--parallel", str(parallel)], env={**os.environ, "HOME": str(ROOT)})
+            hosts = (json.loads(out) if out.startswith("{") else {}).get("hosts") or []
+            reached = sum(1 for h in hosts if "error" not in h and not any(
+                r["id"] == "host.reachable" and r["status"] != "pass" for r in h.get("results", [])))
+            measure.tool, measure.hosts = tool, n
+            measure.ok = measure.ok and reached == n
+            measure.note = f"{reached}/{n} reached" + ("" if measure.ok else f"; {err.strip()[-200:]}")
+            runs[tool].append(measure)
+    found = []
+    for tool, measures in runs.items():
+        best = min(measures, key=lambda m: m.wall)
+        best.cpu = min(m.cpu for m in measures)
+        found.append(best)
+        print(table([best]).splitlines()[-1], flush=True)
+    return found
+
+
+def print_diff_cost(rows: list[Measure], host: dict[str, float]) -> None:
+    check, same, diff = rows
+    print(f"{check.hosts:>5} hosts: check of a same = true group (check + compare) wall {same.wall / check.wall - 1:+.0%}, "
+          f"cpu {same.cpu / check.cpu - 1:+.0%} over check (target <= +20%); diff alone wall "
+          f"{diff.wall / check.wall:.0%} of check, cpu {diff.cpu / check.cpu:.0%}")
+    print(f"on a host (this machine, the job's {host['cold_files']:.0f} files of its distributions and a model folder): "
+          f"digests {host['cold']:.2f} s cold, {host['warm']:.2f} s from the cache")
+
+
 def table(rows: list[Measure]) -> str:
     head = (f"{'tool':<28} {'hosts':>5} {'wall s':>8} {'cpu s':>7} {'cpu ms/host':>11} "
             f"{'rss MB':>7} {'max fds':>7}  note")
@@ -293,15 +334,24 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=64)
     parser.add_argument("--nofile", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=1, help="Runs per size; the best wall is kept.")
+    parser.add_argument("--diff-hosts", type=int, default=128,
+                        help="Hosts for the diff figures (check, check of a same = true group, diff); 0: none.")
+    parser.add_argument("--diff-repeat", type=int, default=3, help="Runs of each diff figure; the best wall is kept.")
     parser.add_argument("--distinct", action="store_true",
                         help="Every host answers differently (its kernel release in each environment), as a "
                              "fleet of mixed images would; by default all answer alike, as one image does.")
     args = parser.parse_args()
     sizes = [int(s) for s in args.hosts.split(",")]
 
-    fleet = SimFleet(args.servers, max(sizes), args.distinct)
+    if args.diff_hosts:
+        sys.path.insert(0, str(REPO / "bench"))
+        import diff_cost
+    fleet = SimFleet(args.servers, max(sizes + [args.diff_hosts]), args.distinct)
+    if args.diff_hosts:
+        fleet.answers = diff_cost.record(ROOT)
     fleet.start()
     rows: list[Measure] = []
+    diff_rows: list[Measure] = []
     try:
         for n in sizes:
             cold = envdoctor_run(fleet, n, args.parallel, cold=True)  # also fills the cache for the rest
@@ -313,6 +363,8 @@ def main() -> None:
                 print(table([best]).splitlines()[-1], flush=True)
         if args.nofile:
             rows.append(envdoctor_run(fleet, max(sizes), args.parallel, nofile=args.nofile))
+        if args.diff_hosts:  # after the runs above: the ssh -G cache is warm for all three
+            diff_rows = diff_runs(fleet, args.diff_hosts, args.parallel, args.diff_repeat)
     finally:
         fleet.stop()
 
@@ -340,6 +392,10 @@ def main() -> None:
               f"{1000 * (env_l.cpu - env_s.cpu) / (large - small):.2f} ms; "
               f"rss per extra host: {1024 * (env_l.rss_mb - env_s.rss_mb) / (large - small):.0f} KB")
     print(f"start-up: `envdoctor check local` imports {startup_ms():.0f} ms (best of 5; target < 150)")
+    if diff_rows:
+        print()
+        print(table(diff_rows))
+        print_diff_cost(diff_rows, diff_cost.host_cost(ROOT))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ writing a recorded answer: the output of the real probe on this machine. So the 
 does all of its real work (resolution, connection, host-key check, parsing, checks, report)
 while the hosts cost almost nothing, and a 2-core machine can stand in for 1,000 hosts.
 
-    python bench/sim_fleet.py --port 22001 --host-key KEY --answer ANSWER_FILE
+    python bench/sim_fleet.py --port 22001 --host-key KEY --answer ANSWER_FILE [--answer-for SHA256=FILE ...]
 
-It prints ``ready PORT`` once listening and serves until killed. It accepts any user and any
+``--answer-for`` answers a probe whose request line (the first line of its standard input)
+has that SHA-256 with FILE instead (``check``, ``diff`` and ``check`` of a ``same = true`` group
+ask for different sections). It prints ``ready PORT`` once listening and serves until killed. It accepts any user and any
 public key: it is a benchmark stand-in bound to 127.0.0.1, never a server to expose.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import sys
 from pathlib import Path
 
@@ -34,13 +37,17 @@ class AnyKeyServer(asyncssh.SSHServer):
         return True  # the signature is still verified by asyncssh: the client does the real work
 
 
-async def serve(port: int, host_key: Path, answer: bytes, distinct: bool = False) -> None:
+async def serve(port: int, host_key: Path, default: bytes, distinct: bool = False,
+                answers: dict[str, bytes] | None = None) -> None:
     served = [0]
+    by_request = answers or {}
 
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         try:
-            await process.stdin.read()
+            stdin = await process.stdin.read()
             served[0] += 1
+            request = hashlib.sha256(stdin.split(b"\n", 1)[0]).hexdigest()
+            answer = by_request.get(request, default)
             # --distinct: every host's environments differ (its kernel release), as on a
             # fleet of mixed images: no two answers have the same venvs line.
             mark = b'"platform_release": "%d.%d-' % (port, served[0])
@@ -69,9 +76,12 @@ def main() -> None:
     parser.add_argument("--host-key", type=Path, required=True)
     parser.add_argument("--answer", type=Path, required=True)
     parser.add_argument("--distinct", action="store_true", help="a different answer for every connection")
+    parser.add_argument("--answer-for", action="append", default=[], metavar="SHA256=FILE",
+                        help="the answer to the probe whose request line has this SHA-256")
     args = parser.parse_args()
+    answers = {digest: Path(file).read_bytes() for digest, _, file in (a.partition("=") for a in args.answer_for)}
     try:
-        asyncio.run(serve(args.port, args.host_key, args.answer.read_bytes(), args.distinct))
+        asyncio.run(serve(args.port, args.host_key, args.answer.read_bytes(), args.distinct, answers))
     except KeyboardInterrupt:
         sys.exit(0)
 

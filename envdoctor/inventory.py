@@ -40,6 +40,8 @@ HOST_KEYS: dict[str, type | tuple[type, ...]] = {
     "gpus": int,
 }
 STAGE_KEYS: dict[str, type | tuple[type, ...]] = {"host": str, "requires": list, "command": str, "skip": list}
+#: Keys a ``[groups.NAME]`` table may have (the other form is ``[groups] NAME = [...]``).
+GROUP_KEYS: dict[str, type | tuple[type, ...]] = {"hosts": list, "same": bool}
 #: Keys whose lists hold tables as well as strings (checked by parse_waivers).
 _MIXED_LISTS = ("skip",)
 
@@ -107,6 +109,25 @@ class Inventory:
     hosts: Mapping[str, HostSpec] = field(default_factory=dict)
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     stages: Mapping[str, Stage] = field(default_factory=dict)
+    #: Groups marked ``same = true``: their hosts run one job, so what they have must agree
+    #: (``check`` compares them as ``envdoctor diff`` does).
+    same_groups: frozenset[str] = frozenset()
+
+    def group_hosts(self, name: str) -> tuple[str, ...]:
+        """The names a group stands for, nested groups expanded, each once, in order."""
+        found: dict[str, None] = {}
+
+        def add(member: str, trail: tuple[str, ...]) -> None:
+            if member in trail:
+                raise ConfigError(f"group {trail[0]!r} includes itself through {' -> '.join(trail + (member,))}")
+            if member in self.groups:
+                for inner in self.groups[member]:
+                    add(inner, trail + (member,))
+            else:
+                found.setdefault(member)
+
+        add(name, ())
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -232,16 +253,7 @@ def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
             skip=parse_waivers(table.get("skip", []), where=f"{where}.skip", default_reason=f"waived in {path}"),
             gpus=_gpu_count(table.get("gpus"), where=f"{where}.gpus"),
         )
-    groups_raw = data.get("groups") or {}
-    if not isinstance(groups_raw, dict):
-        raise ConfigError(f"{path}: groups must be a table of lists")
-    groups: dict[str, tuple[str, ...]] = {}
-    for name, members in groups_raw.items():
-        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
-            raise ConfigError(f"{path}: groups.{name} must be a list of host names")
-        if name in hosts:
-            raise ConfigError(f"{path}: {name!r} is both a host and a group")
-        groups[name] = tuple(members)
+    groups, same_groups = _parse_groups(data.get("groups") or {}, hosts, path)
     stages: dict[str, Stage] = {}
     for name, raw in (data.get("stages") or {}).items():
         where = f"{path}: stages.{name}"
@@ -255,7 +267,34 @@ def _parse_inventory(data: dict[str, Any], path: Path) -> Inventory:
         commands = tuple(s.command for s in stages.values() if s.host == name)
         if commands:
             hosts[name] = replace(spec, stage_commands=commands)
-    return Inventory(path, hosts, groups, stages)
+    return Inventory(path, hosts, groups, stages, same_groups)
+
+
+def _parse_groups(groups_raw: Any, hosts: Mapping[str, HostSpec],
+                  path: Path) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """``[groups] NAME = ["host", ...]``, or ``[groups.NAME]`` with ``hosts = [...]`` and
+    ``same = true`` (the hosts run one job: what they have must agree)."""
+    if not isinstance(groups_raw, dict):
+        raise ConfigError(f"{path}: groups must be a table of lists or of [groups.NAME] tables")
+    groups: dict[str, tuple[str, ...]] = {}
+    same: set[str] = set()
+    for name, raw in groups_raw.items():
+        where = f"{path}: groups.{name}"
+        if isinstance(raw, dict):
+            table = _check_table(raw, GROUP_KEYS, where)
+            if "hosts" not in table:
+                raise ConfigError(f"{where} needs hosts", hint='e.g. hosts = ["node1", "node2"] and same = true')
+            members = table["hosts"]
+            if table.get("same", False):
+                same.add(name)
+        elif isinstance(raw, list) and all(isinstance(m, str) for m in raw):
+            members = raw
+        else:
+            raise ConfigError(f"{where} must be a list of host names or a table with hosts = [...]")
+        if name in hosts:
+            raise ConfigError(f"{path}: {name!r} is both a host and a group")
+        groups[name] = tuple(members)
+    return groups, frozenset(same)
 
 
 def _gpu_count(value: int | None, *, where: str) -> int | None:

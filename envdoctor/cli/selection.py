@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,13 @@ class Selection:
     inventory: Inventory
     settings: FleetSettings
     graph: CheckGraph
+    #: The ``same = true`` groups named on the command line -> the hosts each stands for.
+    same_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def same_hosts(self) -> set[str]:
+        """The hosts of those groups: probed for what they have, then compared."""
+        return {name for names in self.same_groups.values() for name in names}
 
     @property
     def config(self) -> str | None:
@@ -76,7 +83,8 @@ def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings
         from envdoctor.transport.openssh import resolve_all
 
         resolve_all(targets, settings.ssh)
-    return Selection(specs, inventory, settings, graph)
+    same = {name: inventory.group_hosts(name) for name in hosts if name in inventory.same_groups}
+    return Selection(specs, inventory, settings, graph, same)
 
 
 def fleet_settings(opts: Mapping[str, Any], remedies: RemedySettings) -> FleetSettings:

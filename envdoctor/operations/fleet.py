@@ -7,7 +7,7 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,10 +19,11 @@ from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.install.index_credentials import wrapped_command
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.operations.gather import gather_facts, resolve_venv
+from envdoctor.operations.gather import default_sections, gather_facts, resolve_venv
 from envdoctor.transport.interface import CommandResult, Transport, shell_join
 
 if TYPE_CHECKING:
+    from envdoctor.compare.have import Have
     from envdoctor.install.pip_remedy import InstalledState
 
 log = get_logger(__name__)
@@ -72,6 +73,8 @@ class HostReport:
     #: For fix: the results before any remedy ran (None for check).
     before: list[CheckResult] | None = None
     actions: list[Action] = field(default_factory=list)
+    #: What the host has, for a host of a ``same = true`` group (compared once all have run).
+    have: Have | None = None
 
     @property
     def ok(self) -> bool:
@@ -143,30 +146,66 @@ def pending_remedies(results: Sequence[CheckResult]) -> list[tuple[str, Remedy]]
     return chosen
 
 
+#: What a host of a ``same = true`` group is probed for beyond its checks (in the same round
+#: trip): the sections that say what it has (see envdoctor.compare.have).
+HAVE_SECTIONS = ("venvs", "patch-ledger", "gpu-stack", "system", "digests")
+#: Arguments of those sections when the checks did not ask for them themselves: the gpu-stack
+#: is then read for its driver, GPUs and torch, not for the code of its binaries.
+HAVE_OVERRIDES: dict[str, dict[str, object]] = {"gpu-stack": {"binaries": False}}
+
+
 class HostRun:
     """Everything done on one host during one command."""
 
-    def __init__(self, spec: HostSpec, graph: CheckGraph, settings: FleetSettings, progress: Progress | None) -> None:
+    def __init__(self, spec: HostSpec, graph: CheckGraph, settings: FleetSettings, progress: Progress | None,
+                 *, extra_sections: Sequence[str] = (), overrides: dict[str, dict[str, object]] | None = None
+                 ) -> None:
+        """``extra_sections``: probe sections gathered beyond the checks' own; ``overrides``:
+        arguments for those of them the checks do not ask for."""
         self.spec = spec
         self.graph = graph
         self.settings = settings
         self.progress = progress or (lambda host, phase: None)
+        self.extra_sections = tuple(extra_sections)
+        self.overrides = overrides
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
         return self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
 
+    def request(self) -> tuple[list[str] | None, dict[str, dict[str, object]]]:
+        """The sections to gather, and the overrides of the extra ones the checks do not read."""
+        sections = self.graph.sections_for(self.settings.only)
+        if not self.extra_sections:
+            return sections, {}
+        base = sections if sections is not None else default_sections()
+        added = [name for name in self.extra_sections if name not in base]
+        overrides = {name: args for name, args in (self.overrides or {}).items() if name in added}
+        return [*base, *added], overrides
+
     async def check(self, transport: Transport) -> tuple[HostFacts, list[CheckResult]]:
         self.progress(self.spec.name, "probing")
         self.spec = await resolve_venv(transport, self.spec)  # `~/venv` as the host reads it
-        facts = await gather_facts(transport, self.spec, sections=self.graph.sections_for(self.settings.only))
+        sections, overrides = self.request()
+        facts = await gather_facts(transport, self.spec, sections=sections, overrides=overrides)
         return facts, self.evaluate(facts)
 
     async def run(self, transport: Transport, *, fix: bool, dry_run: bool) -> HostReport:
         """Check (and with ``fix``, repair) the host over a connected transport."""
-        _, results = await self.check(transport)
+        facts, results = await self.check(transport)
         if not fix:
-            return HostReport(self.spec, results)
-        return await self.fix(transport, results, dry_run=dry_run)
+            return HostReport(self.spec, results, have=self.have(facts))
+        report = await self.fix(transport, results, dry_run=dry_run)
+        if report.have is None:  # nothing ran, so nothing was probed again: what it had before
+            report.have = self.have(facts)
+        return report
+
+    def have(self, facts: HostFacts) -> Have | None:
+        """What the host has, when it was asked for (and its facts could be gathered)."""
+        if "digests" not in self.extra_sections or facts.problem is not None:
+            return None
+        from envdoctor.compare.have import build_have  # (only for a same = true group: start-up)
+
+        return build_have(self.spec, facts)
 
     def unavailable(self, problem: Problem) -> HostReport:
         """The report of a host whose facts could not be gathered: every check says why."""
@@ -212,8 +251,8 @@ class HostRun:
                 break  # the connection is gone or the host is stuck: re-checking would tell nothing new
         if dry_run or all(a.exit_status is None for a in actions):  # nothing ran: nothing to check again
             return HostReport(self.spec, before, before=before, actions=actions)
-        _, after = await self.check(transport)
-        return HostReport(self.spec, after, before=before, actions=actions)
+        facts, after = await self.check(transport)
+        return HostReport(self.spec, after, before=before, actions=actions, have=self.have(facts))
 
 
 async def run_fleet(
@@ -225,26 +264,31 @@ async def run_fleet(
     fix: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
+    same: Collection[str] = (),
 ) -> FleetReport:
-    """Check (and with ``fix``, repair) every host concurrently; never raises for a host's failure."""
-    reports = await run_hosts(specs, settings, _work(graph, settings, progress, fix=fix, dry_run=dry_run),
+    """Check (and with ``fix``, repair) every host concurrently; never raises for a host's
+    failure. The hosts named in ``same`` (of ``same = true`` groups) are also probed for
+    what they have, in the same round trip (HostReport.have)."""
+    reports = await run_hosts(specs, settings, _work(graph, settings, progress, fix=fix, dry_run=dry_run, same=same),
                               on_problem=_on_problem(graph, settings), progress=progress)
     return FleetReport(command, reports)
 
 
 def check_here(specs: Sequence[HostSpec], graph: CheckGraph, settings: FleetSettings, *,
-               progress: Progress | None = None) -> FleetReport:
+               progress: Progress | None = None, same: Collection[str] = ()) -> FleetReport:
     """``check`` of this machine (every spec local), without an event loop: the same HostRun,
     each command run to its end by envdoctor.engine.blocking (start-up: no asyncio)."""
-    reports = run_hosts_here(specs, settings, _work(graph, settings, progress, fix=False, dry_run=False),
+    reports = run_hosts_here(specs, settings, _work(graph, settings, progress, fix=False, dry_run=False, same=same),
                              on_problem=_on_problem(graph, settings), progress=progress)
     return FleetReport("check", reports)
 
 
 def _work(graph: CheckGraph, settings: FleetSettings, progress: Progress | None, *, fix: bool,
-          dry_run: bool) -> Callable[[HostSpec, Transport], Awaitable[HostReport]]:
+          dry_run: bool, same: Collection[str] = ()) -> Callable[[HostSpec, Transport], Awaitable[HostReport]]:
     async def work(spec: HostSpec, transport: Transport) -> HostReport:
-        return await HostRun(spec, graph, settings, progress).run(transport, fix=fix, dry_run=dry_run)
+        extra = HAVE_SECTIONS if spec.name in same else ()
+        run = HostRun(spec, graph, settings, progress, extra_sections=extra, overrides=HAVE_OVERRIDES)
+        return await run.run(transport, fix=fix, dry_run=dry_run)
 
     return work
 

@@ -34,6 +34,9 @@ SectionArgs = Callable[[HostSpec], Mapping[str, Any]]
 class ProbeSection:
     module: str
     args: SectionArgs
+    #: Gathered only when a command names it (``diff``, ``snapshot``): never part of "every
+    #: section" that a plain ``check`` asks for.
+    on_demand: bool = False
 
 
 def _host_args(spec: HostSpec) -> Mapping[str, Any]:
@@ -81,6 +84,18 @@ def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
     return sources_request(spec.venv, spec.scan)
 
 
+def _system_args(spec: HostSpec) -> Mapping[str, Any]:
+    from envdoctor.compare.request import system_request
+
+    return system_request(spec)
+
+
+def _digests_args(spec: HostSpec) -> Mapping[str, Any]:
+    from envdoctor.compare.request import digests_request
+
+    return digests_request(spec)
+
+
 def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
     from envdoctor.drift.request import drift_request, stage_scope
 
@@ -98,14 +113,25 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
     "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
     "node": ProbeSection("node", _node_args),
+    "system": ProbeSection("system", _system_args, on_demand=True),
+    "digests": ProbeSection("job_digests", _digests_args, on_demand=True),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)
 
 
-def build_request(spec: HostSpec, sections: Iterable[str] | None = None) -> dict[str, Mapping[str, Any]]:
-    names = list(sections) if sections is not None else list(PROBE_SECTIONS)
-    return {name: PROBE_SECTIONS[name].args(spec) for name in names}
+def default_sections() -> list[str]:
+    """What "every section" means: all but those gathered only on demand."""
+    return [name for name, section in PROBE_SECTIONS.items() if not section.on_demand]
+
+
+def build_request(spec: HostSpec, sections: Iterable[str] | None = None,
+                  overrides: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Mapping[str, Any]]:
+    """Each section's arguments for ``spec``; ``overrides`` adds to (or replaces) some of a
+    section's arguments for this command (``diff`` reads the gpu-stack without its binaries)."""
+    names = list(sections) if sections is not None else default_sections()
+    extra = overrides or {}
+    return {name: {**PROBE_SECTIONS[name].args(spec), **extra.get(name, {})} for name in names}
 
 
 #: Prints the host user's home, the login folder (where a relative path starts) and, for
@@ -152,10 +178,11 @@ async def resolve_venv(transport: Transport, spec: HostSpec) -> HostSpec:
 
 
 async def gather_facts(
-    transport: Transport, spec: HostSpec, *, sections: Iterable[str] | None = None, timeout: float | None = 300
+    transport: Transport, spec: HostSpec, *, sections: Iterable[str] | None = None, timeout: float | None = 300,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> HostFacts:
     """Probe a connected host once; failures become a :class:`Problem`, not an exception."""
-    request = build_request(spec, sections)
+    request = build_request(spec, sections, overrides)
     try:
         output = await run_probe(transport, request, python_candidates=venv_pythons(spec.venv), timeout=timeout)
     except (TransportError, ProbeError) as exc:

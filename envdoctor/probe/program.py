@@ -32,6 +32,8 @@ MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_has
                                               "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
                                               "venvs": ("discovery",), "machine": ("shims", "discovery"),
                                               "node": ("gpu_elf", "gpu_host", "node_run", "node_host", "node_toolchain"),
+                                              # the RECORD reader, the owner-only cache writer
+                                              "job_digests": ("audit_record", "audit_hash"),
                                               # the scan's consumer selection, the owner-only cache
                                               # writer and the drift helpers
                                               "drift": ("sources", "audit_record", "audit_hash", "drift_ast",

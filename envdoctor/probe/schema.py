@@ -207,6 +207,10 @@ _NODE = Keys({
     "infiniband": MapOf(Keys({"ports": MapOf(Keys({"state": TEXT, "link_layer": TEXT}))})),
     "libnccl": [Keys({"path": str, "version": str})], "seconds": float,
 })
+_DIST_DIGEST = Keys({"name": str, "version": str, "digest": TEXT, "files": int, "modified": [str], "missing": [str],
+                     "modified_count": int, "missing_count": int, "unhashed": int, "record": str})
+_MODEL_DIGEST = Keys({"path": str, "error": TEXT, "truncated": bool,
+                      "files": MapOf(Keys({"kind": str, "size": (int, NONE), "hash": TEXT}))})
 
 #: Section name -> the schema of its ``data``.
 SECTION_SCHEMAS: dict[str, Any] = {
@@ -222,6 +226,11 @@ SECTION_SCHEMAS: dict[str, Any] = {
     "sources": Keys({"site_packages": [str], "distributions": [dict], "not_found": [str], "skipped": [dict]}),
     "audit": dict,
     "node": _NODE,
+    "system": Keys({"os": dict, "machine": str, "kernel": str, "libc": dict, "python": dict, "cpu": dict,
+                    "memory": dict, "limits": MapOf(list), "cuda_toolkit": dict,
+                    "environment": Keys({"vars": MapOf(str), "masked": [str]}),
+                    "topology": Keys({"text": TEXT, "error": TEXT})}),
+    "digests": Keys({"prefix": str, "distributions": [_DIST_DIGEST], "models": [_MODEL_DIGEST]}),
 }
 #: Streamed items (``{"section", "item"}`` lines) of the sections that stream.
 ITEM_SCHEMAS: dict[str, Any] = {

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envdoctor.inventory",),
     ("envdoctor.engine",),
     ("envdoctor.scan", "envdoctor.modelfacts", "envdoctor.gpu"),
-    ("envdoctor.install", "envdoctor.patching", "envdoctor.drift"),
+    ("envdoctor.install", "envdoctor.patching", "envdoctor.drift", "envdoctor.compare"),
     ("envdoctor.audit",),
     ("envdoctor.operations",),
     ("envdoctor.stages",),

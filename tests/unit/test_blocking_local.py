@@ -111,7 +111,7 @@ def run_check_local(tmp_path, mode):
         if {mode!r} == "async":
             import asyncio
             from envdoctor.operations.fleet import run_fleet
-            check_command.check_here = lambda specs, graph, settings, progress=None: asyncio.run(
+            check_command.check_here = lambda specs, graph, settings, progress=None, same=(): asyncio.run(
                 run_fleet(specs, graph, settings, command="check", progress=progress))
         sys.argv = ["envdoctor", "check", "local", "--format", "json", "--output", {str(out)!r}]
         try:

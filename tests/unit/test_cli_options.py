@@ -11,7 +11,7 @@ from envdoctor.cli.main import cli
 from envdoctor.cli.options import DEFAULTS
 
 #: The commands that reach hosts (`hosts` only resolves destinations; it connects to none).
-HOST_COMMANDS = ("audit", "check", "drift", "facts", "fix", "revert", "run")
+HOST_COMMANDS = ("audit", "check", "drift", "facts", "fix", "revert", "run", "snapshot")
 JOB_ONLY = ("--require", "--gpus", "--draft", "--scan", "--only", "--skip", "--checks")
 
 
@@ -60,13 +60,14 @@ def test_commands_that_run_no_checks_do_not_offer_the_job_options(command):
 
 
 def test_only_the_commands_that_use_them_take_models_and_patches():
-    """--model and --trust-remote-code: check, fix, run, facts; --patches: those that check, revert, patches."""
+    """--model: check, fix, run, facts, snapshot, diff; --trust-remote-code: those but diff (which
+    loads no tokenizer); --patches: those that check, revert, patches."""
     commands = every_command()
     with_model = {name for name, c in commands.items() if "--model" in option_names(c)}
     with_patches = {name for name, c in commands.items() if "--patches" in option_names(c)}
-    assert with_model == {"check", "fix", "run", "facts"}
-    assert {name for name, c in commands.items() if "--trust-remote-code" in option_names(c)} == with_model
-    assert with_patches == {"check", "fix", "run", "revert", "patches list", "patches show"}
+    assert with_model == {"check", "fix", "run", "facts", "snapshot", "diff"}
+    assert {name for name, c in commands.items() if "--trust-remote-code" in option_names(c)} == with_model - {"diff"}
+    assert with_patches == {"check", "fix", "run", "revert", "snapshot", "patches list", "patches show"}
 
 
 def test_every_command_that_takes_hosts_shows_the_connection_options():
@@ -75,7 +76,7 @@ def test_every_command_that_takes_hosts_shows_the_connection_options():
     takes_hosts = {name for name, c in commands.items()
                    if any(p.name in ("host", "hosts") for p in c.params if isinstance(p, click.Argument))}
     assert takes_hosts - {"hosts"} == set(HOST_COMMANDS)
-    for name in HOST_COMMANDS:
+    for name in (*HOST_COMMANDS, "diff"):  # diff's GROUP|HOST...|REPORT.json... are hosts too
         text = help_of(*name.split())
         for option in ("--parallel", "--timeout", "--connect-timeout", "--config", "--ssh-config", "--accept-new",
                        "--insecure-no-host-key-check", "--format", "--output"):

@@ -117,4 +117,5 @@ def test_fleet_check_with_only_asks_the_probe_for_those_sections_alone(monkeypat
     assert {r.id for r in report.hosts[0].results} == {"host.reachable", "host.python", "python.venv",
                                                        "packages.required"}
     asyncio.run(run_fleet([spec], load_checks(), FleetSettings()))
-    assert asked[-1] == sorted(gather.PROBE_SECTIONS)
+    assert asked[-1] == sorted(gather.default_sections())
+    assert {"system", "digests"} <= set(gather.PROBE_SECTIONS) - set(gather.default_sections())  # on demand only

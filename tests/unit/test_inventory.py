@@ -104,3 +104,48 @@ def test_inventory_that_is_not_utf8(tmp_path):
     path.write_bytes(b"[hosts.a]\nvenv = '\xff'\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_inventory(path)
+
+
+def test_group_tables_mark_a_job_whose_hosts_must_agree(tmp_path):
+    """[groups.NAME] with hosts and same = true sits beside the list form; both expand alike."""
+    inv = load_inventory(write(tmp_path, """
+[hosts.n1]
+[hosts.n2]
+[hosts.n3]
+[groups]
+all = ["n1", "n2", "n3"]
+[groups.train]
+hosts = ["n1", "n2"]
+same = true
+[groups.serve]
+hosts = ["n3", "train"]
+"""))
+    assert inv.groups == {"all": ("n1", "n2", "n3"), "train": ("n1", "n2"), "serve": ("n3", "train")}
+    assert inv.same_groups == frozenset({"train"})
+    assert [s.name for s in resolve_hosts(["train"], inv, ssh_config_files=[])] == ["n1", "n2"]
+    assert [s.name for s in resolve_hosts(["serve"], inv, ssh_config_files=[])] == ["n3", "n1", "n2"]
+    assert inv.group_hosts("serve") == ("n3", "n1", "n2")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[groups.train]\nsame = true\n", "groups.train needs hosts"),
+        ("[groups.train]\nhosts = ['a']\nsame = 'yes'\n", "groups.train.same must be a bool"),
+        ("[groups.train]\nhosts = ['a']\nsmae = true\n", "unknown key 'smae'"),
+        ("[groups.train]\nhosts = 'a'\n", "groups.train.hosts must be a list"),
+        ("[groups]\ntrain = 'a'\n", "groups.train must be a list of host names or a table"),
+        ("[hosts.a]\n[groups.a]\nhosts = ['a']\n", "'a' is both a host and a group"),
+    ],
+)
+def test_malformed_group_tables_are_config_errors_naming_the_key(tmp_path, text, message):
+    """A group table without hosts, with a wrong type or an unknown key is a one-line config error."""
+    with pytest.raises(ConfigError, match=message):
+        load_inventory(write(tmp_path, text))
+
+
+def test_a_group_that_includes_itself_is_refused_when_expanded(tmp_path):
+    """group_hosts follows nested groups and refuses a loop, as resolve_hosts does."""
+    inv = load_inventory(write(tmp_path, "[groups.a]\nhosts = ['b']\nsame = true\n[groups]\nb = ['a']\n"))
+    with pytest.raises(ConfigError, match="includes itself"):
+        inv.group_hosts("a")

@@ -30,6 +30,8 @@ commands_dict: dict[str, CommandInfo] = {
                    "Report what is wrong on each HOST, why, and the fix."),
     "checks": _info("checks", "list_checks",
                     "List the checks in the order they run, with what each requires."),
+    "diff": _info("diff", "diff",
+                  "Compare what the hosts of one job have, item by item."),
     "drift": _info("drift", "drift",
                    "Check installed libraries' calls against the APIs they import."),
     "facts": _info("facts", "facts_command",
@@ -46,6 +48,8 @@ commands_dict: dict[str, CommandInfo] = {
                     "Restore the original files of PATCH on HOST from their backups."),
     "run": _info("run", "run_command",
                  "Run STAGE from envdoctor.toml on HOST once its checks pass."),
+    "snapshot": _info("snapshot", "snapshot",
+                      "Print what a bug report needs to know of each HOST."),
     "scan": _info("scan", "scan",
                   "Find model-loading calls without trust_remote_code in source."),
 }

@@ -21,15 +21,20 @@ from envdoctor.report import render
 def run_and_report(selection: Selection, *, command: str, fmt: str, output: str | None,
                    fix: bool = False, dry_run: bool = False) -> None:
     """Run the graph on the selected hosts (fixing with ``fix``), print the report, exit with its status."""
+    same = selection.same_hosts
     with ProgressLine(len(selection.specs)) as progress:
         if command == "check" and all(spec.ssh is None for spec in selection.specs):
             # This machine only: one probe command, no event loop (asyncio is a third of start-up).
-            report = check_here(selection.specs, selection.graph, selection.settings, progress=progress)
+            report = check_here(selection.specs, selection.graph, selection.settings, progress=progress, same=same)
         else:
             import asyncio  # (only for SSH hosts or fix: a third of start-up)
 
             report = asyncio.run(run_fleet(selection.specs, selection.graph, selection.settings,
-                                           command=command, fix=fix, dry_run=dry_run, progress=progress))
+                                           command=command, fix=fix, dry_run=dry_run, progress=progress, same=same))
+    if selection.same_groups:
+        from envdoctor.operations.compare import add_same_results  # (only for a same = true group)
+
+        add_same_results(report, selection.same_groups)
     if unknown := scan_names_not_installed(h.results for h in report.hosts):
         raise UsageError(f"--scan {', '.join(unknown)}: not installed on any host checked",
                          hint="name an installed distribution (`<venv>/bin/python -m pip list` shows them)")
@@ -46,6 +51,9 @@ def run_and_report(selection: Selection, *, command: str, fmt: str, output: str 
 @handle_errors
 def check(hosts: tuple[str, ...], fmt: str, output: str | None, **opts: Any) -> None:
     """Run the check graph on each HOST and report what is wrong, why, and the fix.
+
+    A group marked `same = true` in envdoctor.toml runs one job: its hosts are also compared
+    as `envdoctor diff` compares them, and each gets a fleet.same result.
 
     \b
     Examples:

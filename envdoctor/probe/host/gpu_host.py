@@ -169,6 +169,9 @@ _PY_ASSIGN = re.compile(r"^(__version__|cuda|git_version|hip)\s*(?::[^=]*)?=\s*(
                         re.M)
 
 
+_PY_DEBUG = re.compile(r"^debug\s*(?::[^=]*)?=\s*(True|False)\b", re.M)
+
+
 def torch_facts(site):
     """torch/version.py read as text (torch is never imported), and its libraries' paths."""
     folder = os.path.join(site, "torch")
@@ -180,6 +183,8 @@ def torch_facts(site):
     for match in _PY_ASSIGN.finditer(text):
         values[match.group(1)] = match.group(2) if match.group(2) is not None else match.group(3)
     lib = os.path.join(folder, "lib")
+    debug = _PY_DEBUG.search(text)
     return {"site": site, "version": values.get("__version__"), "cuda": values.get("cuda"),
             "hip": values.get("hip"), "git_version": values.get("git_version"), "lib": lib,
+            "debug": debug.group(1) == "True" if debug else None,
             "libs": sorted(n for n in TORCH_LIBS if os.path.isfile(os.path.join(lib, n)))}

@@ -403,18 +403,21 @@ def gpu_stack_section(args, emit):
     result = {"driver": driver_facts(root), "smi": smi_facts(), "prefix": prefix or sys.prefix,
               "torch": None, "binaries": []}
     sites = site_dirs(prefix) if prefix else site_dirs("")
-    cache = GpuCache(gpu_cache_folder(prefix) if args.get("cache", True) else None)
+    # binaries=False (diff, snapshot): the driver, the GPUs and torch's version, not the code
+    # of torch's libraries and of the extensions; the cache (of that code) is left as it is.
+    binaries = args.get("binaries", True)
+    cache = GpuCache(gpu_cache_folder(prefix) if args.get("cache", True) and binaries else None)
     for site in sites:
         if result["torch"] is None and os.path.isfile(os.path.join(site, "torch", "version.py")):
             result["torch"] = torch_facts(site)
     torch = result["torch"] or {}
-    libraries = TorchLibraries(torch, cache)
+    libraries = TorchLibraries(torch if binaries else {}, cache)
     if "libtorch_cuda.so" in libraries.records:
         path = os.path.join(libraries.lib, "libtorch_cuda.so")
         result["binaries"].append(dict(summarize(libraries.records["libtorch_cuda.so"], torch["site"], path),
                                        kind="torch", distribution="torch", version=torch.get("version")))
     budget = [MAX_WALK_ENTRIES]
-    for site in sites:
+    for site in sites if binaries else ():
         owners = None
         for path in extension_files(site, budget, cache):
             record = binary_record(path, cache)
