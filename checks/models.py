@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from envdoctor.checks._common import target_env, target_python
-from envdoctor.checks.packages import install_remedy
+from envdoctor.checks.packages import externally_managed_remedy, install_remedy
 
 from envdoctor.engine.graph import CheckContext, check
 from envdoctor.engine.results import (
@@ -131,7 +131,9 @@ def code_imports(ctx: CheckContext) -> CheckResult:
                 f"{gone.removed.distribution} {gone.installed} no longer has (removed in {gone.removed.removed_in}; "
                 f"works with {gone.removed.works_with}; it is now {gone.removed.moved_to})"
             )
-            if remedy is None:
+            if remedy is None and env.externally_managed:
+                remedy = externally_managed_remedy(ctx, env, [gone.removed.works_with])
+            elif remedy is None:
                 remedy = Remedy(
                     summary=f"use a model revision that imports {gone.removed.moved_to}, or pin {gone.removed.works_with}",
                     argv=(target_python(ctx), "-m", "pip", "install", *ctx.settings.pip_args(), gone.removed.works_with),

@@ -44,6 +44,10 @@ PATCH_FACTS = ("patch_files",)
 def reinstall_remedy(plan: PatchPlan, env: Environment) -> Remedy:
     """A file the patch does not recognise: put the distribution's own files back, by hand."""
     requirement = f"{plan.patch.distribution}=={plan.version}" if plan.version else plan.patch.distribution
+    if env.externally_managed:  # PEP 668: pip refuses, and the system's tools own these files
+        return Remedy(summary=f"look at the local changes; {env.python} is externally managed (PEP 668): reinstall "
+                              f"{requirement} with the system's package manager, or make a venv for the job",
+                      automatic=False)
     return Remedy(
         summary=f"look at the local changes, then reinstall {requirement} so the patch can apply",
         argv=(env.python, "-m", "pip", "install", "--force-reinstall", "--no-deps", requirement),

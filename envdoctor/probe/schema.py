@@ -174,7 +174,7 @@ _DISTRIBUTION = Keys({"name": str, "version": str, "requires": [str], "path": st
 _ENVIRONMENT = Keys({
     "prefix": str, "python": str, "exists": bool, "runs": bool, "error": TEXT, "version": str, "executable": str,
     "base_prefix": str, "markers": MapOf(str), "site_packages": [str], "distributions": [_DISTRIBUTION],
-    "not_a_venv": TEXT, "static": bool, "foreign": bool,
+    "not_a_venv": TEXT, "static": bool, "foreign": bool, "externally_managed": bool,
     # the host's own resolution of the paths compared (present only where links change them)
     "real_prefix": str, "real_bin": str, "real_executable_dir": str,
 })
