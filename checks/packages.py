@@ -80,10 +80,12 @@ def unmet_requirements(
     return unmet
 
 
-def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True, by_hand: str = "") -> Remedy:
+def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True, by_hand: str = "",
+                   unlocked_by: str = "") -> Remedy:
     """``<python> -m pip install REQS`` with the job's absolute interpreter. fix runs it only into
     an interpreter the user chose, and only after pip's own plan shows it breaks nothing
-    (envdoctor.install.pip_remedy); ``by_hand`` says why it is only shown."""
+    (envdoctor.install.pip_remedy); ``by_hand`` says why it is only shown, ``unlocked_by``
+    which options would let fix run it (``--venv PATH`` is added when no venv was chosen)."""
     reqs = list(dict.fromkeys(requirements))
     env = target_env(ctx)
     if env is not None and env.externally_managed:
@@ -92,6 +94,7 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
     summary = f"install {', '.join(reqs)} with the environment's own pip"
     if not chosen_venv(ctx):
         by_hand = by_hand or NOT_CHOSEN
+        unlocked_by = " ".join(filter(None, ("--venv PATH", unlocked_by)))
     if by_hand:
         summary += f" (shown only: {by_hand})"
         automatic = False
@@ -105,7 +108,8 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
         pip = env.installed.get("pip")
         payload = install_payload(env.prefix, pip.version if pip else None,
                                   plan_from_distributions(env.installed.values()), dict(env.markers))
-    return Remedy(summary=summary, argv=argv, automatic=automatic, payload=payload)
+    return Remedy(summary=summary, argv=argv, automatic=automatic, payload=payload,
+                  unlocked_by=unlocked_by if not automatic else "")
 
 
 def externally_managed_remedy(ctx: CheckContext, env: Environment, requirements: Iterable[str]) -> Remedy:
@@ -181,8 +185,13 @@ def consistent(ctx: CheckContext) -> CheckResult:
     # lets pip re-resolve versions other packages rely on. Name it with --require to have
     # fix install it.
     wanted = sorted(wanted_requirements(found.missing + found.conflicts + found.extras))
-    remedy = install_remedy(ctx, wanted, automatic=False) if wanted else None
+    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
     return failed(message, remedy=remedy, missing=sorted({u.name for u in found.missing}), **details)
+
+
+def require_flags(requirements: Iterable[str]) -> str:
+    """``--require 'pycairo>=1.16.0'``: naming a dependency is what lets fix install it."""
+    return " ".join(f"--require {shlex.quote(r)}" for r in requirements)
 
 
 def system_consistency(ctx: CheckContext, env: Environment, found: Consistency,
@@ -210,6 +219,6 @@ def system_consistency(ctx: CheckContext, env: Environment, found: Consistency,
         asked = ", ".join(sorted({need.split(";")[0].strip() for need in needs})) or "nothing named"
         return passed("\n".join([f"what the job needs ({asked}) has no broken requirement", *notes]), **details)
     wanted = sorted(wanted_requirements(judged.missing + judged.conflicts + judged.extras))
-    remedy = install_remedy(ctx, wanted, automatic=False) if wanted else None
+    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
     message = "\n".join([*summary_lines(judged, len(env.installed)), *notes])
     return failed(message, remedy=remedy, missing=sorted({u.name for u in judged.missing}), **details)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+from dataclasses import replace
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -74,6 +75,8 @@ def result_for(plan: PatchPlan, env: Environment, *, consent: bool) -> CheckResu
         return errored(plan.message, diff=plan.diff, **details)
     assert plan.state == PENDING
     remedy = patch_remedy(plan, env, consent=consent)
+    if not remedy.automatic:  # (held back only for consent)
+        remedy = replace(remedy, unlocked_by="--trust-remote-code")
     if plan.diff:
         details["diff"] = plan.diff
     if not remedy.automatic:
@@ -154,7 +157,8 @@ def trust_remote_code_remedy(
                                   unified_diff(key[1], data, new), record_site=site))
     if not changes:
         return None
-    return changes_remedy(trust_remote_code.PATCH_ID, changes, env, automatic=ctx.spec.trust_remote_code)
+    remedy = changes_remedy(trust_remote_code.PATCH_ID, changes, env, automatic=ctx.spec.trust_remote_code)
+    return remedy if remedy.automatic else replace(remedy, unlocked_by="--trust-remote-code")
 
 
 def patch_checks(patches: Iterable[Patch]) -> list[Check]:
