@@ -34,6 +34,14 @@ SectionArgs = Callable[[HostSpec], Mapping[str, Any]]
 class ProbeSection:
     module: str
     args: SectionArgs
+    #: Gathered when a run asks for every section (check, fix); False: only when named (init's search).
+    by_default: bool = True
+
+
+#: Where `envdoctor init` looks for model folders ("hub": the Hugging Face cache, found as
+#: huggingface_hub finds it: HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub), and its bounds.
+MODEL_SEARCH = {"roots": ["~/models", "hub", "/data*", "/mnt*"], "max_depth": 4, "max_entries": 50_000,
+                "max_seconds": 5.0, "max_models": 64}
 
 
 def _host_args(spec: HostSpec) -> Mapping[str, Any]:
@@ -90,13 +98,14 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "patch_files": ProbeSection("patch_files", _patch_files_args),
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
     "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
+    "model-search": ProbeSection("model_search", lambda spec: MODEL_SEARCH, by_default=False),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)
 
 
 def build_request(spec: HostSpec, sections: Iterable[str] | None = None) -> dict[str, Mapping[str, Any]]:
-    names = list(sections) if sections is not None else list(PROBE_SECTIONS)
+    names = list(sections) if sections is not None else [n for n, s in PROBE_SECTIONS.items() if s.by_default]
     return {name: PROBE_SECTIONS[name].args(spec) for name in names}
 
 

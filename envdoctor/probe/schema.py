@@ -199,6 +199,10 @@ SECTION_SCHEMAS: dict[str, Any] = {
     "patch-ledger": Keys({"prefix": str, "path": str, "exists": bool, "lines": [str], "files": MapOf(dict)}),
     "sources": Keys({"site_packages": [str], "distributions": [dict], "not_found": [str], "skipped": [dict]}),
     "audit": dict,
+    "model-search": Keys({"models": [Keys({"path": str, "source": str, "repo": str, "model_type": str,
+                                           "architectures": [str], "auto_map": bool, "config_error": str,
+                                           "tokenizer_files": [str], "weight_files": int})],
+                          "searched": [str], "visited": int, "truncated": str}),
 }
 #: Streamed items (``{"section", "item"}`` lines) of the sections that stream.
 ITEM_SCHEMAS: dict[str, Any] = {
