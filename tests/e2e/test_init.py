@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import make_venv
 from tests.kimi_fixture import build_kimi
-from tests.sshd import start_sshd
+from tests.sshd import free_port, start_sshd
 
 pytestmark = pytest.mark.e2e
 
@@ -152,6 +152,27 @@ def test_init_never_overwrites_an_entry_without_force(run_cli, seed_host, workdi
     [host] = json.loads(dry.stdout)["hosts"]
     assert host["state"] == "would-write" and "# trust_remote_code = true" in host["table"]
     assert (workdir / "envdoctor.toml").read_text() == before
+
+
+def test_init_of_several_hosts_at_once_writes_each_reachable_one(run_cli, debian_host, seed_host, tmp_path):
+    """init deb12 ct200 and a refused port in one run: two tables written to --config, the third reported, exit 1."""
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(debian_host[0].ssh_config.read_text() + "\n" + seed_host["server"].ssh_config.read_text())
+    os.chmod(tmp_path, 0o755)
+    inventory = tmp_path / "fleet.toml"
+    refused = f"{seed_host['server'].user}@127.0.0.1:{free_port()}"
+    res = run_cli("init", "deb12", "ct200", refused, "--ssh-config", str(ssh_config), "--config", str(inventory),
+                  "--format", "json", "--connect-timeout", "5")
+    assert res.exit_status == 1, res.stdout + res.stderr
+    states = {h["host"]: h for h in json.loads(res.stdout)["hosts"]}
+    assert (states["deb12"]["state"], states["ct200"]["state"], states[refused]["state"]) == (
+        "written", "written", "not-written")
+    assert states[refused]["problem"]["kind"] == "unreachable"
+    hosts = tomllib.loads(inventory.read_text())["hosts"]
+    assert set(hosts) == {"deb12", "ct200"}
+    assert hosts["ct200"]["venv"] == str(seed_host["venv"]) and hosts["ct200"]["gpus"] == 0
+    assert "venv" not in hosts["deb12"] and hosts["deb12"]["gpus"] == 0
+    assert states["deb12"]["system_interpreter"] == "/usr/bin/python3"
 
 
 def test_after_init_fix_needs_no_flags(run_cli, seed_host, workdir):

@@ -11,7 +11,7 @@ from envdoctor.cli.main import cli
 from envdoctor.cli.options import DEFAULTS
 
 #: The commands that reach hosts (`hosts` only resolves destinations; it connects to none).
-HOST_COMMANDS = ("audit", "check", "drift", "facts", "fix", "revert", "run")
+HOST_COMMANDS = ("audit", "check", "drift", "facts", "fix", "init", "revert", "run")
 JOB_ONLY = ("--require", "--gpus", "--draft", "--scan", "--only", "--skip", "--checks")
 
 
@@ -60,12 +60,13 @@ def test_commands_that_run_no_checks_do_not_offer_the_job_options(command):
 
 
 def test_only_the_commands_that_use_them_take_models_and_patches():
-    """--model and --trust-remote-code: check, fix, run, facts; --patches: those that check, revert, patches."""
+    """--model: check, fix, run, facts; --trust-remote-code: those and init (which writes the consent);
+    --patches: those that check, revert, patches."""
     commands = every_command()
     with_model = {name for name, c in commands.items() if "--model" in option_names(c)}
     with_patches = {name for name, c in commands.items() if "--patches" in option_names(c)}
     assert with_model == {"check", "fix", "run", "facts"}
-    assert {name for name, c in commands.items() if "--trust-remote-code" in option_names(c)} == with_model
+    assert {name for name, c in commands.items() if "--trust-remote-code" in option_names(c)} == with_model | {"init"}
     assert with_patches == {"check", "fix", "run", "revert", "patches list", "patches show"}
 
 

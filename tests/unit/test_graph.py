@@ -117,4 +117,6 @@ def test_fleet_check_with_only_asks_the_probe_for_those_sections_alone(monkeypat
     assert {r.id for r in report.hosts[0].results} == {"host.reachable", "host.python", "python.venv",
                                                        "packages.required"}
     asyncio.run(run_fleet([spec], load_checks(), FleetSettings()))
-    assert asked[-1] == sorted(gather.PROBE_SECTIONS)
+    # Every section a check may read; init's model search is asked for by name only.
+    assert asked[-1] == sorted(n for n, s in gather.PROBE_SECTIONS.items() if s.by_default)
+    assert "model-search" not in asked[-1] and "model-search" in gather.PROBE_SECTIONS
