@@ -12,6 +12,7 @@ from envdoctor.engine.results import CheckResult, Remedy, Status
 
 if TYPE_CHECKING:
     from envdoctor.gpu.verdicts import Finding
+from envdoctor.transport.interface import shell_join
 
 #: Why an install into the job's interpreter is only shown when the user named none.
 NOT_CHOSEN = ("fix installs only into an interpreter you chose: pass --venv, set venv in envdoctor.toml, "
@@ -22,6 +23,27 @@ def chosen_venv(ctx: CheckContext) -> bool:
     """Whether the user named the job's environment (--venv, venv in envdoctor.toml, or the
     active $VIRTUAL_ENV of a local run): fix changes no other interpreter."""
     return bool(ctx.spec.venv)
+
+
+def system_interpreter(ctx: CheckContext) -> Environment | None:
+    """The default interpreter, when no environment was chosen and it is the operating
+    system's own (PEP 668, or a distro install): it is described, not gated. Its packages
+    serve the system's tools; only what the job needs of it is judged."""
+    if ctx.spec.venv:
+        return None
+    default = ctx.facts.default_env
+    return default if default is not None and default.is_system else None
+
+
+def describe_system(env: Environment) -> str:
+    """``/usr/bin/python3 (Python 3.11.2), the system's own interpreter (externally managed: PEP 668)``."""
+    kind = "externally managed: PEP 668" if env.externally_managed else "a distro install"
+    return f"{env.executable or env.python} (Python {env.version}), the system's own interpreter ({kind})"
+
+
+def init_line(ctx: CheckContext) -> str:
+    """The command that writes the job's environment (and models, GPUs) for this host to envdoctor.toml."""
+    return shell_join(("envdoctor", "init", ctx.spec.name))
 
 
 def target_env(ctx: CheckContext) -> Environment | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from envdoctor.checks._common import belongs_to, target_env, target_python
+from envdoctor.checks._common import belongs_to, describe_system, init_line, target_env, target_python
 
 from envdoctor.engine.facts import ProgramOnPath
 from envdoctor.engine.graph import CheckContext, check
@@ -60,16 +60,20 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
     advice: dict[str, object] = {"discovered": [e.prefix for e in others]} if others else {}
     if useful:
         advice["candidates"] = [c.describe() for c in useful]
+    # Named in the text too, not only in details: the exact line that makes the choice.
+    choose = (f"{best.describe()}, or run `{init_line(ctx)}` to write it to envdoctor.toml" if best
+              else f"make a venv (python3 -m venv ~/venv-job) and run `{init_line(ctx)}`")
     if default is None:
         return failed(
             "no `python3` on PATH for a non-interactive SSH command, and no --venv given"
             + (f"; {best.describe()}" if best else ""),
-            remedy=Remedy(summary=best.describe() if best else "pass --venv with the job's virtualenv", automatic=False),
+            remedy=Remedy(summary=choose if best else "pass --venv with the job's virtualenv", automatic=False),
             **advice,
         )
     if not default.runs:
         return failed(f"`python3` on PATH ({default.python}) does not run: {default.error}"
-                      + (f"; {best.describe()}" if best else ""), **advice)
+                      + (f"; {best.describe()}" if best else ""), remedy=Remedy(summary=choose, automatic=False),
+                      **advice)
     lacking = [n for n in needs if not meets(default, n)]
     if lacking and best is not None and len(best.met) > len(needs) - len(lacking):
         names = ", ".join(dict.fromkeys(n.name for n in lacking))
@@ -77,10 +81,17 @@ def venv_runs(ctx: CheckContext) -> CheckResult:
             f"no venv chosen, and `python3` on PATH ({default.executable}) lacks {names}; {best.describe()}",
             why="a non-interactive SSH command runs the default interpreter, not the venv you use interactively; "
                 "fix installs nothing into an interpreter you did not choose",
-            remedy=Remedy(summary=f"{best.describe()} (or set venv in envdoctor.toml)", automatic=False),
+            remedy=Remedy(summary=choose, automatic=False),
             **advice,
         )
-    note = f"; also found: {best.describe()}" if best is not None and lacking else ""
+    if default.is_system:
+        # Described, not gated: the system's own packages are not the job's (packages.consistent
+        # judges only what the job needs of them).
+        return passed(f"no venv chosen; `python3` on PATH is {describe_system(default)}: its own packages are "
+                      f"described, not gated; for the job, {choose}",
+                      python=default.executable, system=True, externally_managed=default.externally_managed,
+                      **advice)
+    note = f"; also found: {choose}" if best is not None else ""
     return passed(
         f"no venv given; using `python3` on PATH: {default.executable} (Python {default.version}){note}",
         python=default.executable, **advice,

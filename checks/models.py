@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from envdoctor.checks._common import target_env, target_python
-from envdoctor.checks.packages import install_remedy
+from envdoctor.checks.packages import externally_managed_remedy, install_remedy
 
 from envdoctor.engine.graph import CheckContext, check
 from envdoctor.engine.results import (
     CheckResult,
     Remedy,
     Status,
+    about,
+    by_subject,
     errored,
     failed,
     passed,
@@ -28,6 +31,8 @@ from envdoctor.engine.results import (
 from envdoctor.safe_text import escape_line
 
 if TYPE_CHECKING:
+    from envdoctor.engine.facts import Environment
+    from envdoctor.modelfacts.code import GoneName, MissingModule
     from envdoctor.modelfacts.model import ModelFacts
 
 # The model modules (config, tokenizer and code readers) are imported inside the judges:
@@ -55,10 +60,28 @@ def per_model(ctx: CheckContext, judge: Callable[[ModelFacts], CheckResult]) -> 
     results = [(m, judge(m)) for m in models]
     if len(results) == 1:
         return results[0][1]
+    if any(r.findings for _, r in results):
+        return merged_findings(results)
     worst = max((r for _, r in results), key=lambda r: _SEVERITY.get(r.status, 0))
     message = "; ".join(f"{m.path}: {r.message}" for m, r in results)
     details = {m.path: dict(r.details) for m, r in results}
     return CheckResult("", worst.status, message, why=worst.why, remedy=worst.remedy, details=details)
+
+
+def merged_findings(results: list[tuple[ModelFacts, CheckResult]]) -> CheckResult:
+    """Several models' findings, one per subject (two models lacking tiktoken: one finding
+    naming both); a model's result without subjects that is a problem counts under its path."""
+    by_name: dict[str, list[tuple[ModelFacts, CheckResult]]] = {}
+    for model, result in results:
+        own = result.findings or ((about(model.path, result),) if result.status not in (Status.PASS, Status.SKIPPED)
+                                  else ())
+        for finding in own:
+            by_name.setdefault(finding.subject, []).append((model, finding))
+    findings = []
+    for found in by_name.values():
+        worst = max((f for _, f in found), key=lambda f: _SEVERITY.get(f.status, 0))
+        findings.append(replace(worst, message="; ".join(f"{m.path}: {f.message}" for m, f in found)))
+    return by_subject(findings, **{m.path: dict(r.details) for m, r in results})
 
 
 def folder_contents(model: ModelFacts) -> str:
@@ -115,43 +138,24 @@ def code_imports(ctx: CheckContext) -> CheckResult:
             return passed("no auto_map: the model uses only code from installed libraries")
         files = {c.name: c.sha256 for c in model.code}
         report = check_code(model.code, env, model.listing)
-        problems = []
-        remedy: Remedy | None = None
-        if report.missing:
-            names = sorted({m.distribution for m in report.missing})
-            problems += [f"{m.ref.file}:{m.ref.line} imports {m.ref.module}, which {env.prefix} lacks (install {m.distribution})"
-                         for m in report.missing]
-            # The names come from the model's own code, which anyone who publishes a model
-            # writes: installing them (an sdist build, a .pth) runs code, so only with consent.
-            remedy = install_remedy(ctx, names, by_hand="" if ctx.spec.trust_remote_code else
-                                    "these names come from the model's code; --trust-remote-code lets fix install them")
-        for gone in report.gone:
-            problems.append(
-                f"{gone.ref.file}:{gone.ref.line} imports {gone.name} from {gone.ref.module}, which "
-                f"{gone.removed.distribution} {gone.installed} no longer has (removed in {gone.removed.removed_in}; "
-                f"works with {gone.removed.works_with}; it is now {gone.removed.moved_to})"
-            )
-            if remedy is None:
-                remedy = Remedy(
-                    summary=f"use a model revision that imports {gone.removed.moved_to}, or pin {gone.removed.works_with}",
-                    argv=(target_python(ctx), "-m", "pip", "install", *ctx.settings.pip_args(), gone.removed.works_with),
-                    automatic=False,  # a downgrade may break what else the venv runs
-                )
-        for ref in report.missing_files:
-            problems.append(f"{ref.file}:{ref.line} imports .{ref.module}, which is not in {model.path}")
+        # One finding per subject (each import the venv lacks, each name gone, each file
+        # missing), so that each can be fixed, or waived, on its own.
+        findings = [about(m.distribution, missing_import(ctx, env, m)) for m in report.missing]
+        findings += [about(gone.name, gone_name(ctx, env, gone)) for gone in report.gone]
         missing_code = [c.name for c in model.code if c.error == "missing"]
-        problems += [f"the model folder lacks {name}, which auto_map names" for name in missing_code]
-        problems += [f"{c.name}: {c.error}" for c in model.code if c.error and c.error != "missing"]
-        lacking = [*missing_code, *dict.fromkeys(f"{ref.module.split('.')[0]}.py" for ref in report.missing_files)]
-        if lacking and remedy is None:
-            named_by = "auto_map names" if len(lacking) == len(missing_code) else "auto_map or the model's code names"
-            remedy = Remedy(summary=f"the model folder lacks {', '.join(lacking)}, which {named_by}: copy the "
-                                    "model's code files from its source (or waive this check with --skip model.code-imports)",
-                            automatic=False)
-        problems += [e for e in report.errors if not any(e.startswith(c.name + ":") for c in model.code if c.error)]
-        if problems:
-            return failed("; ".join(problems), remedy=remedy, files=files,
-                          missing=[m.distribution for m in report.missing])
+        for name in missing_code:
+            findings.append(about(name, failed(f"the model folder lacks {name}, which auto_map names",
+                                               remedy=copy_remedy(name, "auto_map names"))))
+        for ref in report.missing_files:
+            name = f"{ref.module.split('.')[0]}.py"
+            if name not in missing_code and name not in [f.subject for f in findings]:
+                findings.append(about(name, failed(f"{ref.file}:{ref.line} imports .{ref.module}, which is not in "
+                                                   f"{model.path}", remedy=copy_remedy(name, "the model's code imports"))))
+        findings += [about(c.name, failed(f"{c.name}: {c.error}")) for c in model.code if c.error and c.error != "missing"]
+        findings += [about(e.partition(":")[0].strip() or "code", failed(e)) for e in report.errors
+                     if not any(e.startswith(c.name + ":") for c in model.code if c.error)]
+        if findings:
+            return by_subject(findings, files=files, missing=[m.distribution for m in report.missing])
         modules = sorted({r.module.split(".")[0] for r in report.imports
                           if r.module and not r.relative and not is_stdlib(r.module)})
         listed = ", ".join(f"{name} (sha256 {digest[:12] if digest else '?'})" for name, digest in files.items())
@@ -159,6 +163,40 @@ def code_imports(ctx: CheckContext) -> CheckResult:
                       files=files)
 
     return per_model(ctx, judge)
+
+
+def missing_import(ctx: CheckContext, env: Environment, missing: MissingModule) -> CheckResult:
+    """An import the model's code makes that the venv lacks: installed only with consent (the
+    name comes from the model's code, which anyone who publishes a model writes: installing it,
+    an sdist build or a .pth, runs code)."""
+    ref = missing.ref
+    consent = "" if ctx.spec.trust_remote_code else \
+        "this name comes from the model's code; --trust-remote-code lets fix install it"
+    remedy = install_remedy(ctx, [missing.distribution], by_hand=consent,
+                            unlocked_by="--trust-remote-code" if consent else "")
+    return failed(f"{ref.file}:{ref.line} imports {ref.module}, which {env.prefix} lacks (install {missing.distribution})",
+                  remedy=remedy, distribution=missing.distribution)
+
+
+def gone_name(ctx: CheckContext, env: Environment, gone: GoneName) -> CheckResult:
+    """A name the model's code imports that the installed library no longer has."""
+    removed = gone.removed
+    if env.externally_managed:
+        remedy = externally_managed_remedy(ctx, env, [removed.works_with])
+    else:
+        remedy = Remedy(
+            summary=f"use a model revision that imports {removed.moved_to}, or pin {removed.works_with}",
+            argv=(target_python(ctx), "-m", "pip", "install", *ctx.settings.pip_args(), removed.works_with),
+            automatic=False,  # a downgrade may break what else the venv runs
+        )
+    return failed(f"{gone.ref.file}:{gone.ref.line} imports {gone.name} from {gone.ref.module}, which "
+                  f"{removed.distribution} {gone.installed} no longer has (removed in {removed.removed_in}; "
+                  f"works with {removed.works_with}; it is now {removed.moved_to})", remedy=remedy)
+
+
+def copy_remedy(name: str, named_by: str) -> Remedy:
+    return Remedy(summary=f"the model folder lacks {name}, which {named_by}: copy the model's code files from its "
+                          f"source (or waive this finding with --skip model.code-imports:{name})", automatic=False)
 
 
 @check(

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import functools
+import shlex
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from envdoctor.checks._common import NOT_CHOSEN, chosen_venv, target_env, target_python
+from envdoctor.checks._common import (
+    NOT_CHOSEN,
+    chosen_venv,
+    init_line,
+    system_interpreter,
+    target_env,
+    target_python,
+)
 from packaging.version import InvalidVersion, Version
 
 from envdoctor.engine.facts import Distribution, Environment, canonicalize_name
@@ -15,6 +23,8 @@ from envdoctor.engine.results import CheckResult, Remedy, failed, passed, skippe
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
+
+    from envdoctor.install.consistency import Consistency
 
 
 @functools.lru_cache(maxsize=16384)
@@ -70,19 +80,24 @@ def unmet_requirements(
     return unmet
 
 
-def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True, by_hand: str = "") -> Remedy:
+def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True, by_hand: str = "",
+                   unlocked_by: str = "") -> Remedy:
     """``<python> -m pip install REQS`` with the job's absolute interpreter. fix runs it only into
     an interpreter the user chose, and only after pip's own plan shows it breaks nothing
-    (envdoctor.install.pip_remedy); ``by_hand`` says why it is only shown."""
+    (envdoctor.install.pip_remedy); ``by_hand`` says why it is only shown, ``unlocked_by``
+    which options would let fix run it (``--venv PATH`` is added when no venv was chosen)."""
     reqs = list(dict.fromkeys(requirements))
+    env = target_env(ctx)
+    if env is not None and env.externally_managed:
+        return externally_managed_remedy(ctx, env, reqs)
     argv = (target_python(ctx), "-m", "pip", "install", *ctx.settings.pip_args(), *reqs)
     summary = f"install {', '.join(reqs)} with the environment's own pip"
     if not chosen_venv(ctx):
         by_hand = by_hand or NOT_CHOSEN
+        unlocked_by = " ".join(filter(None, ("--venv PATH", unlocked_by)))
     if by_hand:
         summary += f" (shown only: {by_hand})"
         automatic = False
-    env = target_env(ctx)
     payload = {}
     if env is not None:
         from envdoctor.install.pip_plan import (
@@ -93,7 +108,20 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
         pip = env.installed.get("pip")
         payload = install_payload(env.prefix, pip.version if pip else None,
                                   plan_from_distributions(env.installed.values()), dict(env.markers))
-    return Remedy(summary=summary, argv=argv, automatic=automatic, payload=payload)
+    return Remedy(summary=summary, argv=argv, automatic=automatic, payload=payload,
+                  unlocked_by=unlocked_by if not automatic else "")
+
+
+def externally_managed_remedy(ctx: CheckContext, env: Environment, requirements: Iterable[str]) -> Remedy:
+    """No install into an externally-managed interpreter (PEP 668: pip refuses, and the
+    system's tools rely on its packages): the advice is a venv for the job, then init."""
+    reqs = " ".join(shlex.quote(r) for r in requirements)
+    return Remedy(
+        summary=f"{env.executable or env.python} is externally managed (PEP 668): nothing is installed into it; "
+                f"make a venv for the job (python3 -m venv ~/venv-job && ~/venv-job/bin/python -m pip install "
+                f"{reqs}), then run `{init_line(ctx)}` (or pass --venv)",
+        automatic=False,
+    )
 
 
 @check(
@@ -150,9 +178,47 @@ def consistent(ctx: CheckContext) -> CheckResult:
     message = "\n".join(summary_lines(found, len(env.installed)))
     if found.ok:
         return passed(message, **details)
+    system = system_interpreter(ctx)
+    if system is not None:
+        return system_consistency(ctx, system, found, details)
     # Never applied by fix on its own: installing a library's missing dependency (often torch)
     # lets pip re-resolve versions other packages rely on. Name it with --require to have
     # fix install it.
     wanted = sorted(wanted_requirements(found.missing + found.conflicts + found.extras))
-    remedy = install_remedy(ctx, wanted, automatic=False) if wanted else None
+    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
     return failed(message, remedy=remedy, missing=sorted({u.name for u in found.missing}), **details)
+
+
+def require_flags(requirements: Iterable[str]) -> str:
+    """``--require 'pycairo>=1.16.0'``: naming a dependency is what lets fix install it."""
+    return " ".join(f"--require {shlex.quote(r)}" for r in requirements)
+
+
+def system_consistency(ctx: CheckContext, env: Environment, found: Consistency,
+                       details: dict[str, Any]) -> CheckResult:
+    """The system interpreter with no environment chosen: what the job needs of it (``--require``,
+    the models' code, the stages' commands, and what those require in turn) is judged; the
+    distro's own packages that none of that touches are noted, never failed (there is no
+    ``info`` status: a pass, with ``details.not_gated``)."""
+    from envdoctor.install.consistency import (
+        requirement_closure,
+        restricted_to,
+        summary_lines,
+        wanted_requirements,
+    )
+    from envdoctor.install.env_choice import job_needs
+
+    needs = [need.requirement for need in job_needs(ctx.spec, ctx.facts, ctx.spec.stage_commands)]
+    judged, noted = restricted_to(found, requirement_closure(env, needs))
+    noted_lines = [line.strip() for line in summary_lines(noted, len(env.installed))
+                   if not line.startswith("pip check:")]
+    details = {**details, "not_gated": noted_lines}
+    note = f"not gated (the system's own packages of {env.executable or env.python}; nothing the job needs touches them):"
+    notes = [note, *(f"  {line}" for line in noted_lines)] if noted_lines else []
+    if judged.ok:
+        asked = ", ".join(sorted({need.split(";")[0].strip() for need in needs})) or "nothing named"
+        return passed("\n".join([f"what the job needs ({asked}) has no broken requirement", *notes]), **details)
+    wanted = sorted(wanted_requirements(judged.missing + judged.conflicts + judged.extras))
+    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
+    message = "\n".join([*summary_lines(judged, len(env.installed)), *notes])
+    return failed(message, remedy=remedy, missing=sorted({u.name for u in judged.missing}), **details)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+from dataclasses import replace
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,6 +45,10 @@ PATCH_FACTS = ("patch_files",)
 def reinstall_remedy(plan: PatchPlan, env: Environment) -> Remedy:
     """A file the patch does not recognise: put the distribution's own files back, by hand."""
     requirement = f"{plan.patch.distribution}=={plan.version}" if plan.version else plan.patch.distribution
+    if env.externally_managed:  # PEP 668: pip refuses, and the system's tools own these files
+        return Remedy(summary=f"look at the local changes; {env.python} is externally managed (PEP 668): reinstall "
+                              f"{requirement} with the system's package manager, or make a venv for the job",
+                      automatic=False)
     return Remedy(
         summary=f"look at the local changes, then reinstall {requirement} so the patch can apply",
         argv=(env.python, "-m", "pip", "install", "--force-reinstall", "--no-deps", requirement),
@@ -70,6 +75,8 @@ def result_for(plan: PatchPlan, env: Environment, *, consent: bool) -> CheckResu
         return errored(plan.message, diff=plan.diff, **details)
     assert plan.state == PENDING
     remedy = patch_remedy(plan, env, consent=consent)
+    if not remedy.automatic:  # (held back only for consent)
+        remedy = replace(remedy, unlocked_by="--trust-remote-code")
     if plan.diff:
         details["diff"] = plan.diff
     if not remedy.automatic:
@@ -150,7 +157,8 @@ def trust_remote_code_remedy(
                                   unified_diff(key[1], data, new), record_site=site))
     if not changes:
         return None
-    return changes_remedy(trust_remote_code.PATCH_ID, changes, env, automatic=ctx.spec.trust_remote_code)
+    remedy = changes_remedy(trust_remote_code.PATCH_ID, changes, env, automatic=ctx.spec.trust_remote_code)
+    return remedy if remedy.automatic else replace(remedy, unlocked_by="--trust-remote-code")
 
 
 def patch_checks(patches: Iterable[Patch]) -> list[Check]:

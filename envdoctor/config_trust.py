@@ -61,6 +61,13 @@ def file_problem(path: str | os.PathLike[str], info: os.stat_result) -> str | No
         return f"it belongs to another user (uid {info.st_uid})"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"it is writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return folders_problem(path)
+
+
+def folders_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a file written at ``path`` would be refused for its folders (another user's, or
+    writable by others without the sticky bit, on the way as given or after symlinks), or None:
+    for a command that writes a config file (``envdoctor init``), before it writes."""
     given = os.path.abspath(os.fspath(path))
     for candidate in dict.fromkeys([given, os.path.realpath(given)]):
         for folder in _folders(candidate):

@@ -15,6 +15,7 @@ from typing import Any
 from envdoctor.cli.options import DEFAULTS
 from envdoctor.engine.executor import FleetSettings
 from envdoctor.engine.graph import CheckGraph, RemedySettings, load_checks
+from envdoctor.engine.results import SUBJECT_SEPARATOR
 from envdoctor.errors import UsageError
 from envdoctor.inventory import (
     HostSpec,
@@ -159,7 +160,8 @@ def check_waivers(graph: CheckGraph, cli_skip: Sequence[tuple[str, str]], invent
               for check_id, _ in host.skip]
     named += [(check_id, f"{inventory.path}: stages.{stage.name}.skip") for stage in inventory.stages.values()
               for check_id, _ in stage.skip]
-    for check_id, where in named:
+    for waived, where in named:
+        check_id = waived.partition(SUBJECT_SEPARATOR)[0]  # CHECK:SUBJECT waives one finding of CHECK
         if check_id not in graph.checks:
             raise UsageError(f"{where}: no check named {check_id!r} to waive", hint="`envdoctor checks` lists them")
 

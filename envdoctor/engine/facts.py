@@ -107,6 +107,9 @@ class Environment:
     real_prefix: str = ""
     real_bin: str = ""
     real_executable_dir: str = ""
+    #: PEP 668: the interpreter's stdlib folder holds EXTERNALLY-MANAGED (never set for a
+    #: venv, whose marker pip ignores): pip refuses to install into it, and so does envdoctor.
+    externally_managed: bool = False
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any]) -> Environment:
@@ -128,6 +131,7 @@ class Environment:
             real_prefix=str(raw.get("real_prefix", "")),
             real_bin=str(raw.get("real_bin", "")),
             real_executable_dir=str(raw.get("real_executable_dir", "")),
+            externally_managed=bool(raw.get("externally_managed", False)),
         )
 
     @cached_property
@@ -138,6 +142,17 @@ class Environment:
     @property
     def is_venv(self) -> bool:
         return bool(self.base_prefix) and os.path.normpath(self.prefix) != os.path.normpath(self.base_prefix)
+
+    @property
+    def is_system(self) -> bool:
+        """The operating system's own interpreter: externally managed (PEP 668), or a distro
+        install (prefix /usr, or Debian's dist-packages under /usr/lib: an older Debian or
+        Ubuntu without the marker). Its packages serve the system's tools, not a job."""
+        if self.static or self.is_venv:
+            return False
+        return (self.externally_managed or os.path.normpath(self.prefix) == "/usr"
+                or any(p.startswith("/usr/lib/") and p.rstrip("/").endswith("/dist-packages")
+                       for p in self.site_packages))
 
 
 @dataclass(frozen=True)

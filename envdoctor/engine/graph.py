@@ -20,7 +20,7 @@ from types import ModuleType
 
 from envdoctor.config_trust import check_trusted_file
 from envdoctor.engine.facts import HostFacts
-from envdoctor.engine.results import CheckResult, Status, errored, waive
+from envdoctor.engine.results import SUBJECT_SEPARATOR, CheckResult, Status, errored, waive, worst
 from envdoctor.errors import ConfigError
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
@@ -165,15 +165,35 @@ class CheckGraph:
         selected = self.closure(only) if only is not None else set(self.checks)
         waivers = dict(spec.skip)
         results: dict[str, CheckResult] = {}
+        reported: list[CheckResult] = []
         for check_id in self.order:
             if check_id not in selected:
                 continue
             item = self.checks[check_id]
             result = self._evaluate_one(item, CheckContext(spec, facts, settings, results))
+            if result.findings:
+                # One result per subject, each waivable alone (ID:SUBJECT) or with the check (ID);
+                # the check stands for the worst of those not waived to the checks after it.
+                shown = [_waived(f, waivers, check_id) for f in self._subjects(item, result)]
+                reported += shown
+                results[check_id] = replace(worst(shown), id=check_id, subject="", findings=tuple(shown))
+                continue
             # A waived check still runs and says what it found; its dependents run after it
             # (waived is not a problem, so nothing is blocked by it).
             results[check_id] = waive(result, waivers[check_id]) if check_id in waivers else result
-        return list(results.values())
+            reported.append(results[check_id])
+        return reported
+
+    @staticmethod
+    def _subjects(item: Check, result: CheckResult) -> list[CheckResult]:
+        """The findings of a check as results of their own: id ``CHECK:SUBJECT``, the check's title,
+        and its details (what it looked at) beside the finding's own."""
+        named = []
+        for finding in result.findings:
+            why = finding.why or (item.why if finding.status.is_problem or finding.status is Status.WARN else "")
+            named.append(replace(finding, id=f"{item.id}{SUBJECT_SEPARATOR}{finding.subject}", title=item.title,
+                                 why=why, details={**result.details, **finding.details}))
+        return named
 
     def _evaluate_one(self, item: Check, context: CheckContext) -> CheckResult:
         for req in item.requires:
@@ -198,6 +218,12 @@ class CheckGraph:
         named = object.__new__(CheckResult)
         named.__dict__.update(result.__dict__, id=item.id, title=item.title, why=why)
         return named
+
+
+def _waived(finding: CheckResult, waivers: Mapping[str, str], check_id: str) -> CheckResult:
+    """A finding under its own waiver (``ID:SUBJECT``) or its check's (``ID``)."""
+    reason = waivers.get(finding.id, waivers.get(check_id))
+    return finding if reason is None else waive(finding, reason)
 
 
 def checks_in(module: ModuleType) -> list[Check]:

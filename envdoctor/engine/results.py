@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -43,6 +43,10 @@ class Remedy:
     kind: str = "command"
     automatic: bool = True
     payload: Mapping[str, Any] = field(default_factory=dict)
+    #: For a remedy fix holds back for lack of consent or of a setting: the options that would
+    #: let fix apply it (``--trust-remote-code``, ``--require 'pycairo>=1.16.0'``). Empty when
+    #: it is by hand whatever the options (a downgrade, a file to copy).
+    unlocked_by: str = ""
 
     @property
     def display(self) -> str:
@@ -58,12 +62,25 @@ class Remedy:
         if self.argv:
             data["argv"] = list(self.argv)
             data["command"] = self.display
+        if self.unlocked_by:
+            data["unlocked_by"] = self.unlocked_by
         return data
+
+
+#: Separates a check id from the subject of one of its findings: ``model.code-imports:tiktoken``.
+SUBJECT_SEPARATOR = ":"
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check's outcome on one host."""
+    """One check's outcome on one host.
+
+    A check that finds several things about different subjects (each import a model's code
+    lacks, each file it misses) returns them as ``findings``, each with its ``subject``: the
+    engine reports each as a result of its own, id ``CHECK:SUBJECT``, waivable on its own
+    (``--skip model.code-imports:tiktoken``); the check's own result stands for them all to
+    the checks that require it.
+    """
 
     id: str
     status: Status
@@ -74,6 +91,14 @@ class CheckResult:
     remedy: Remedy | None = None
     blocked_by: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: What this finding is about, for one of several findings of a check (see the class).
+    subject: str = ""
+    findings: tuple[CheckResult, ...] = ()
+
+    @property
+    def check_id(self) -> str:
+        """The check that produced it (the id without its subject)."""
+        return self.id.partition(SUBJECT_SEPARATOR)[0] if self.subject else self.id
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -82,6 +107,9 @@ class CheckResult:
             "message": self.message,
             "title": self.title,
         }
+        if self.subject:
+            data["check"] = self.check_id
+            data["subject"] = self.subject
         if self.why:
             data["why"] = self.why
         if self.remedy is not None:
@@ -92,6 +120,33 @@ class CheckResult:
         if self.details:
             data["details"] = dict(self.details)
         return data
+
+
+#: Worst first: which finding's status a check with several stands for.
+_SEVERITY = {Status.ERROR: 5, Status.FAIL: 4, Status.BLOCKED: 3, Status.WARN: 2, Status.PASS: 1, Status.WAIVED: 1,
+             Status.SKIPPED: 0}
+
+
+def worst(results: Sequence[CheckResult]) -> CheckResult:
+    """The result whose status is the most serious (the first of equals)."""
+    return max(results, key=lambda r: _SEVERITY[r.status])
+
+
+def by_subject(findings: Sequence[CheckResult], **details: Any) -> CheckResult:
+    """One result standing for several findings, each with its ``subject`` (see CheckResult):
+    the worst status, and each finding's message on its own line."""
+    if not findings:
+        raise ValueError("by_subject needs at least one finding")
+    top = worst(findings)
+    message = "; ".join(f"{f.subject}: {f.message}" for f in findings)
+    return CheckResult("", top.status, message, why=top.why, details=details, findings=tuple(findings))
+
+
+def about(subject: str, result: CheckResult) -> CheckResult:
+    """``result`` as the finding about ``subject`` (one of several: see :func:`by_subject`)."""
+    from dataclasses import replace
+
+    return replace(result, subject=subject)
 
 
 def passed(message: str, **details: Any) -> CheckResult:

@@ -361,6 +361,50 @@ def _extras_in_use(parsed: _Parsed, wants: _Wants, package_set: Mapping[str, _Pa
     return unmet
 
 
+def requirement_closure(env: Environment, requirements: Sequence[str]) -> set[str]:
+    """The distributions (canonical names) that ``requirements`` (PEP 508 strings) need on this
+    host, transitively: their requirements without an extra, and those of the extras a
+    requirement asks for (``pkg[extra]``). A name that is not installed stays in the set: the
+    job asked for it."""
+    installed = {dist.key: dist for dist in env.distributions if dist.active}
+    env_key = marker_key(env)
+    wanted: set[str] = set()
+    stack = [(canonicalize_name(req.name), frozenset(canonicalize_name(e) for e in req.extras))
+             for req in map(_requirement, requirements)]
+    seen: set[tuple[str, frozenset[str]]] = set()
+    while stack:
+        name, extras = stack.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        wanted.add(name)
+        dist = installed.get(name)
+        parsed = _parse(dist) if dist is not None else None
+        if parsed is None or isinstance(parsed, ParseError):
+            continue
+        wants = _wants(parsed, env.markers, env_key)
+        requirements = [req for _, req in wants.always]
+        requirements += [req for extra, reqs in wants.by_extra if extra in extras for req in reqs]
+        stack += [(canonicalize_name(req.name), frozenset(canonicalize_name(e) for e in req.extras))
+                  for req in requirements]
+    return wanted
+
+
+def restricted_to(result: Consistency, names: set[str]) -> tuple[Consistency, Consistency]:
+    """(what concerns ``names``, the rest): a finding concerns a distribution when it is that
+    distribution's own requirement, metadata or duplicate folders."""
+    def split(items: Sequence[Any], key: Any) -> tuple[list[Any], list[Any]]:
+        return [i for i in items if key(i) in names], [i for i in items if key(i) not in names]
+
+    missing = split(result.missing, lambda u: canonicalize_name(u.who))
+    conflicts = split(result.conflicts, lambda u: canonicalize_name(u.who))
+    parse_errors = split(result.parse_errors, lambda e: canonicalize_name(e.name))
+    dups = split(result.duplicates, lambda d: canonicalize_name(d.name))
+    extras = split(result.extras, lambda u: canonicalize_name(u.who))
+    return (Consistency(missing[0], conflicts[0], parse_errors[0], dups[0], extras[0]),
+            Consistency(missing[1], conflicts[1], parse_errors[1], dups[1], extras[1]))
+
+
 def summary_lines(result: Consistency, count: int) -> list[str]:
     """pip check's verdict on the first line; envdoctor's own findings each on a line of their own."""
     if result.pip_ok:

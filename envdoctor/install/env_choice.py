@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
 #: What serving and drafter training run on: reported for every candidate that has them.
-STACK = ("transformers", "sglang", "vllm", "torch")
+STACK = ("transformers", "sglang", "vllm", "speculators", "torch")
 #: Programs a stage command may start, and the distribution each comes from.
 PROGRAMS = {"vllm": "vllm", "sglang": "sglang", "torchrun": "torch", "accelerate": "accelerate",
             "deepspeed": "deepspeed", "speculators": "speculators"}

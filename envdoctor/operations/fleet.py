@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from envdoctor.engine.executor import FleetSettings, Progress, run_hosts, run_hosts_here
 from envdoctor.engine.facts import HostFacts, Problem
 from envdoctor.engine.graph import CheckGraph
-from envdoctor.engine.results import CheckResult, Remedy, Status
+from envdoctor.engine.results import SUBJECT_SEPARATOR, CheckResult, Remedy, Status
 from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.install.index_credentials import wrapped_command
 from envdoctor.inventory import HostSpec
@@ -79,6 +79,58 @@ class HostReport:
     @property
     def ok(self) -> bool:
         return not any(r.status.is_problem for r in self.results) and all(a.ok for a in self.actions)
+
+    @property
+    def changed(self) -> list[Change]:
+        """For fix: each check whose state differs between before and now (nothing for check)."""
+        return [] if self.before is None else changes(self.before, self.results)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A check (or one finding of it, ``CHECK:SUBJECT``) whose status fix changed."""
+
+    id: str
+    before: Status | None
+    after: Status | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"id": self.id, "before": _status(self.before), "after": _status(self.after)}
+
+    def line(self) -> str:
+        """``model.tokenizer-live: fail -> pass``."""
+        return f"{self.id}: {_status(self.before) or 'absent'} -> {_status(self.after) or 'absent'}"
+
+
+def _status(status: Status | None) -> str | None:
+    return None if status is None else str(status)
+
+
+def changes(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[Change]:
+    """What differs, by result id. A finding (``model.code-imports:tiktoken``) that is gone
+    after takes its check's own status then (all its findings resolved: the check passes);
+    a check reported by findings on one side only is shown by them, not twice."""
+    def status_of(results: dict[str, CheckResult], result_id: str) -> Status | None:
+        found = results.get(result_id)
+        if found is not None:
+            return found.status
+        check_id = result_id.partition(SUBJECT_SEPARATOR)[0]
+        if check_id != result_id and check_id in results:
+            return results[check_id].status
+        return None
+
+    old = {r.id: r for r in before}
+    new = {r.id: r for r in after}
+    ids = list(dict.fromkeys([*old, *new]))
+    with_findings = {i.partition(SUBJECT_SEPARATOR)[0] for i in ids if SUBJECT_SEPARATOR in i}
+    found = []
+    for result_id in ids:
+        if result_id in with_findings:
+            continue  # its findings speak for it
+        was, now = status_of(old, result_id), status_of(new, result_id)
+        if was != now:
+            found.append(Change(result_id, was, now))
+    return found
 
 
 @dataclass

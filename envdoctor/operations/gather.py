@@ -39,6 +39,12 @@ class ProbeSection:
     on_demand: bool = False
 
 
+#: Where `envdoctor init` looks for model folders ("hub": the Hugging Face cache, found as
+#: huggingface_hub finds it: HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub), and its bounds.
+MODEL_SEARCH = {"roots": ["~/models", "hub", "/data*", "/mnt*"], "max_depth": 4, "max_entries": 50_000,
+                "max_seconds": 5.0, "max_models": 64}
+
+
 def _host_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"disk_paths": [p for p in (spec.venv, *spec.models) if p]}
 
@@ -115,6 +121,7 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "node": ProbeSection("node", _node_args),
     "system": ProbeSection("system", _system_args, on_demand=True),
     "digests": ProbeSection("job_digests", _digests_args, on_demand=True),
+    "model-search": ProbeSection("model_search", lambda spec: MODEL_SEARCH, on_demand=True),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

@@ -174,7 +174,7 @@ _DISTRIBUTION = Keys({"name": str, "version": str, "requires": [str], "path": st
 _ENVIRONMENT = Keys({
     "prefix": str, "python": str, "exists": bool, "runs": bool, "error": TEXT, "version": str, "executable": str,
     "base_prefix": str, "markers": MapOf(str), "site_packages": [str], "distributions": [_DISTRIBUTION],
-    "not_a_venv": TEXT, "static": bool, "foreign": bool,
+    "not_a_venv": TEXT, "static": bool, "foreign": bool, "externally_managed": bool,
     # the host's own resolution of the paths compared (present only where links change them)
     "real_prefix": str, "real_bin": str, "real_executable_dir": str,
 })
@@ -231,6 +231,10 @@ SECTION_SCHEMAS: dict[str, Any] = {
                     "environment": Keys({"vars": MapOf(str), "masked": [str]}),
                     "topology": Keys({"text": TEXT, "error": TEXT})}),
     "digests": Keys({"prefix": str, "distributions": [_DIST_DIGEST], "models": [_MODEL_DIGEST]}),
+    "model-search": Keys({"models": [Keys({"path": str, "source": str, "repo": str, "model_type": str,
+                                           "architectures": [str], "auto_map": bool, "config_error": str,
+                                           "tokenizer_files": [str], "weight_files": int})],
+                          "searched": [str], "visited": int, "truncated": str}),
 }
 #: Streamed items (``{"section", "item"}`` lines) of the sections that stream.
 ITEM_SCHEMAS: dict[str, Any] = {

@@ -20,6 +20,7 @@ def host_json(host: HostReport) -> dict[str, Any]:
     if host.before is not None:
         data["before"] = [r.to_json() for r in host.before]
         data["actions"] = [a.to_json() for a in host.actions]
+        data["changed"] = [c.to_json() for c in host.changed]
     return data
 
 

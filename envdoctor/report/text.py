@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shlex
 from collections import Counter
 
 from rich.console import Console
@@ -33,7 +34,7 @@ def _counts(results: list[CheckResult]) -> str:
     return ", ".join(f"{counts[s]} {words[s]}" for s in order if counts[s])
 
 
-def _result_lines(result: CheckResult, id_width: int) -> list[Text]:
+def _result_lines(result: CheckResult, id_width: int, host: str) -> list[Text]:
     mark, style = MARKS[result.status]
     line = Text("  ")
     line.append(mark, style=style)
@@ -50,6 +51,9 @@ def _result_lines(result: CheckResult, id_width: int) -> list[Text]:
         if result.remedy is not None:
             label = "fix: " if result.remedy.automatic else "fix (by hand): "
             lines.append(Text(f"{indent}{label}", style="dim").append(result.remedy.display, style="cyan"))
+            if result.remedy.unlocked_by:  # the options that would let fix do it: named, not only in JSON
+                lines.append(Text(f"{indent}fix does it with: ", style="dim").append(
+                    f"envdoctor fix {shlex.quote(host)} {result.remedy.unlocked_by}", style="cyan"))
     return lines
 
 
@@ -91,7 +95,7 @@ def _host_block(host: HostReport) -> list[Text]:
     # Long ids (patch.<id>) would push every message far right; they overflow instead.
     id_width = min(max((len(r.id) for r in shown), default=10), MAX_ID_WIDTH)
     for result in shown:
-        lines.extend(_result_lines(result, id_width))
+        lines.extend(_result_lines(result, id_width, spec.name))
     lines.extend(_skipped_lines(host.results))
     if host.before is not None:
         if host.actions:
@@ -115,6 +119,10 @@ def _host_block(host: HostReport) -> list[Text]:
                         for out_line in action.output.strip().splitlines()[-5:]:
                             lines.append(Text(f"      {out_line}", style="dim"))
             lines.append(Text(f"  before: {_counts(host.before)}  ->  now: {_counts(host.results)}", style="dim"))
+            changed = host.changed
+            if changed:
+                lines.append(Text("  changed:", style="bold"))
+                lines += [Text(f"    {change.line()}") for change in changed]
         else:
             lines.append(Text("  fix: nothing to do", style="dim"))
     return lines

@@ -148,9 +148,10 @@ def test_model_code_imports_are_not_installed_without_consent(run_cli, sshd, sta
     res = run_cli("fix", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(stack_venv),
                   "--model", str(kimi["model"]), "--only", "model.code-imports", "--format", "json")
     host = json.loads(res.stdout)["hosts"][0]
-    imports = results_of(host)["model.code-imports"]
+    imports = results_of(host)["model.code-imports:tiktoken"]
     assert imports["status"] == "fail" and imports["remedy"]["automatic"] is False
     assert "--trust-remote-code" in imports["remedy"]["summary"]
+    assert imports["remedy"]["unlocked_by"] == "--trust-remote-code"
     assert host["actions"] == []
     assert not list(stack_venv.glob("lib/python3*/site-packages/tiktoken"))
 

@@ -202,20 +202,26 @@ def test_folders_that_cannot_be_a_model_fail_with_what_is_missing(run_cli, sshd,
 
 
 def test_missing_auto_map_file_fails_with_remedy_and_can_be_waived(run_cli, sshd, layouts_venv, tmp_path):
-    """A file auto_map names but the folder lacks fails model.code-imports with a copy remedy."""
+    """A file auto_map names but the folder lacks is a model.code-imports finding of its own, with a copy
+    remedy; --skip model.code-imports:FILE waives that finding alone, --skip model.code-imports all."""
     folder = build_kimi(tmp_path / "Kimi-no-code", mark=tmp_path / "MARK", model_code=False)
     base = ["--ssh-config", str(sshd.ssh_config), "--venv", str(layouts_venv), "--model", str(folder),
             "--only", "model.code-imports", "--format", "json"]
     res = run_cli("check", "ct200", *base)
-    result = {r["id"]: r for r in json.loads(res.stdout)["hosts"][0]["results"]}["model.code-imports"]
+    results = {r["id"]: r for r in json.loads(res.stdout)["hosts"][0]["results"]}
+    result = results["model.code-imports:modeling_kimi_k25.py"]
     assert res.exit_status == 1 and result["status"] == "fail"
+    assert (result["check"], result["subject"]) == ("model.code-imports", "modeling_kimi_k25.py")
     assert "the model folder lacks modeling_kimi_k25.py, which auto_map names" in result["message"]
     assert "modeling_kimi_k25.py" in result["remedy"]["summary"]
     assert "copy the model's code files from its source" in result["remedy"]["summary"]
+    assert "configuration_kimi_k25.py" not in result["message"]
     assert not (tmp_path / "MARK").exists()
+    one = run_cli("check", "ct200", *base, "--skip", "model.code-imports:modeling_kimi_k25.py")
+    statuses = {r["id"]: r["status"] for r in json.loads(one.stdout)["hosts"][0]["results"]}
+    assert statuses["model.code-imports:modeling_kimi_k25.py"] == "waived"
+    assert statuses["model.code-imports:configuration_kimi_k25.py"] == "fail" and one.exit_status == 1
     waived = run_cli("check", "ct200", *base, "--skip", "model.code-imports")
-    if "no such option" in waived.stderr:
-        pytest.skip("--skip is not in this tree yet")
     assert waived.exit_status == 0, waived.stdout + waived.stderr
     statuses = {r["id"]: r["status"] for r in json.loads(waived.stdout)["hosts"][0]["results"]}
-    assert statuses["model.code-imports"] == "waived"
+    assert {s for i, s in statuses.items() if i.startswith("model.code-imports")} == {"waived"}

@@ -66,7 +66,7 @@ def test_check_without_consent_reads_files_and_never_runs_model_code(run_cli, ss
     assert results["model.config"]["status"] == "pass"
     assert results["model.config"]["details"]["num_hidden_layers"] == 61
     assert results["model.config"]["details"]["nested_in"] == "text_config"
-    imports = results["model.code-imports"]
+    imports = results["model.code-imports:tiktoken"]
     assert imports["status"] == "fail" and "tiktoken" in imports["message"]
     assert imports["remedy"]["argv"][:4] == [str(kimi_venv / "bin" / "python"), "-m", "pip", "install"]
     assert len(imports["details"]["files"]["tokenization_kimi.py"]) == 64
@@ -107,7 +107,7 @@ def test_broken_variants_each_name_their_problem(run_cli, sshd, kimi_venv, model
     config = results["model.config"]["message"]
     assert f"{dirs['broken']}: config.json is not valid JSON" in config
     assert f"{dirs['flat']}: qwen3, 36 layers" in config
-    imports = results["model.code-imports"]["message"]
+    imports = results["model.code-imports:bytes_to_unicode"]["message"]
     assert "bytes_to_unicode" in imports and "transformers<5" in imports
     tokenizer = results["model.tokenizer"]["message"]
     assert f"{dirs['noranks']}: the tokenizer's code reads a tiktoken ranks file" in tokenizer

@@ -11,7 +11,7 @@ from envdoctor.cli.main import cli
 from envdoctor.cli.options import DEFAULTS
 
 #: The commands that reach hosts (`hosts` only resolves destinations; it connects to none).
-HOST_COMMANDS = ("audit", "check", "drift", "facts", "fix", "revert", "run", "snapshot")
+HOST_COMMANDS = ("audit", "check", "drift", "facts", "fix", "init", "revert", "run", "snapshot")
 JOB_ONLY = ("--require", "--gpus", "--draft", "--scan", "--only", "--skip", "--checks")
 
 
@@ -61,12 +61,13 @@ def test_commands_that_run_no_checks_do_not_offer_the_job_options(command):
 
 def test_only_the_commands_that_use_them_take_models_and_patches():
     """--model: check, fix, run, facts, snapshot, diff; --trust-remote-code: those but diff (which
-    loads no tokenizer); --patches: those that check, revert, patches."""
+    loads no tokenizer), and init (which writes the consent); --patches: those that check, revert, patches."""
     commands = every_command()
     with_model = {name for name, c in commands.items() if "--model" in option_names(c)}
     with_patches = {name for name, c in commands.items() if "--patches" in option_names(c)}
     assert with_model == {"check", "fix", "run", "facts", "snapshot", "diff"}
-    assert {name for name, c in commands.items() if "--trust-remote-code" in option_names(c)} == with_model - {"diff"}
+    assert {name for name, c in commands.items() if "--trust-remote-code" in option_names(c)} == \
+        (with_model - {"diff"}) | {"init"}
     assert with_patches == {"check", "fix", "run", "revert", "snapshot", "patches list", "patches show"}
 
 

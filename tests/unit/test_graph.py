@@ -119,3 +119,4 @@ def test_fleet_check_with_only_asks_the_probe_for_those_sections_alone(monkeypat
     asyncio.run(run_fleet([spec], load_checks(), FleetSettings()))
     assert asked[-1] == sorted(gather.default_sections())
     assert {"system", "digests"} <= set(gather.PROBE_SECTIONS) - set(gather.default_sections())  # on demand only
+    assert "model-search" not in asked[-1] and "model-search" in gather.PROBE_SECTIONS

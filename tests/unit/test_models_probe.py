@@ -56,6 +56,12 @@ def ctx_for(*models: dict, dists: tuple[tuple[str, str], ...] = (("transformers"
     return CheckContext(spec, facts)
 
 
+def finding(result, subject: str):
+    """The finding of a check's result about ``subject`` (model.code-imports reports one per subject)."""
+    [found] = [f for f in result.findings if f.subject == subject]
+    return found
+
+
 def test_ranks_file_of_kimi_size_is_counted_and_verified(model_root):
     """163584 dense ranks with all 256 single bytes are counted and found sound."""
     ranks = probe.check_ranks(str(model_root / "kimi" / "tiktoken.model"))
@@ -111,7 +117,8 @@ def test_checks_on_kimi_without_tiktoken(model_root):
     assert model_checks.model_config(ctx).status is Status.PASS
     imports = model_checks.code_imports(ctx)
     assert imports.status is Status.FAIL and "tiktoken" in imports.message
-    assert imports.remedy is not None and imports.remedy.argv == (f"{V}/bin/python", "-m", "pip", "install", "tiktoken")
+    tiktoken = finding(imports, "tiktoken")
+    assert tiktoken.remedy is not None and tiktoken.remedy.argv == (f"{V}/bin/python", "-m", "pip", "install", "tiktoken")
     tokenizer = model_checks.tokenizer_static(ctx)
     assert tokenizer.status is Status.FAIL and "jinja2" in tokenizer.message
     assert tokenizer.remedy is not None and tokenizer.remedy.argv[-1] == "jinja2"
@@ -147,7 +154,8 @@ def test_legacy_import_names_the_working_version(model_root):
     result = model_checks.code_imports(ctx_for(inspect(model_root / "legacy"),
                                                dists=(("transformers", "5.24.0"), ("tiktoken", "0.9"))))
     assert "transformers<5" in result.message
-    assert result.remedy is not None and not result.remedy.automatic
+    gone = finding(result, "bytes_to_unicode")
+    assert gone.remedy is not None and not gone.remedy.automatic and "transformers<5" in gone.remedy.summary
 
 
 def test_facts_document_for_a_config_that_is_not_json(model_root):
@@ -213,10 +221,12 @@ def test_missing_auto_map_file_has_a_copy_remedy(tmp_path):
     result = model_checks.code_imports(ctx_for(probe.inspect_model(str(folder), {}),
                                                dists=(("transformers", "5.24.0"), ("tiktoken", "0.9"))))
     assert result.status is Status.FAIL
-    assert "the model folder lacks modeling_kimi_k25.py, which auto_map names" in result.message
-    assert result.remedy is not None and not result.remedy.automatic
-    assert result.remedy.summary.startswith("the model folder lacks configuration_kimi_k25.py, modeling_kimi_k25.py, "
-                                            "which auto_map names: copy the model's code files from its source")
+    modeling = finding(result, "modeling_kimi_k25.py")
+    assert modeling.message == "the model folder lacks modeling_kimi_k25.py, which auto_map names"
+    assert modeling.remedy is not None and not modeling.remedy.automatic
+    assert modeling.remedy.summary.startswith("the model folder lacks modeling_kimi_k25.py, which auto_map names: "
+                                              "copy the model's code files from its source")
+    assert {f.subject for f in result.findings} == {"configuration_kimi_k25.py", "modeling_kimi_k25.py"}
 
 
 @pytest.mark.parametrize("files, check, words", [

@@ -40,6 +40,8 @@ commands_dict: dict[str, CommandInfo] = {
                  "Apply the safe remedies of failing checks, then check again."),
     "hosts": _info("hosts", "hosts_command",
                    "Show where envdoctor would connect for each DEST, as ssh -G does."),
+    "init": _info("init", "init_command",
+                  "Probe each HOST once and write what its job uses to envdoctor.toml."),
     "merge": _info("merge", "merge",
                    "Fold per-node JSON reports into one fleet report."),
     "patches": _info("patches", "patches_group",

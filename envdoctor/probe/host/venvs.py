@@ -22,7 +22,7 @@ from envdoctor.probe.host.discovery import add_real_paths, describe_static, disc
 # runs) from / so the working directory adds nothing to sys.path. Under -S a venv's
 # sys.prefix is its base install: finish_inspection finds the venv from the layout.
 INSPECT = r"""
-import json, os, platform, sys
+import json, os, platform, sys, sysconfig
 impl = sys.implementation
 markers = {
     "implementation_name": impl.name,
@@ -44,6 +44,9 @@ print(json.dumps({
     "version": "%d.%d.%d" % sys.version_info[:3],
     "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
     "markers": markers,
+    # PEP 668: pip refuses to install into an interpreter whose stdlib folder holds this file
+    # (pip reads sysconfig's "stdlib" path too); finish_inspection drops it for a venv.
+    "externally_managed": os.path.isfile(os.path.join(sysconfig.get_path("stdlib") or "", "EXTERNALLY-MANAGED")),
 }))
 """
 
@@ -230,7 +233,11 @@ def finish_inspection(prefix, python, proc, error, timeout):
         env.update(info)
         # The interpreter ran with -S, so a venv's python3 reported its base install as
         # sys.prefix: its environment is the venv, found as site.py finds it.
-        env["prefix"] = prefix or venv_prefix_of(info.get("executable") or python) or info["prefix"]
+        own_venv = venv_prefix_of(info.get("executable") or python)
+        env["prefix"] = prefix or own_venv or info["prefix"]
+        # A venv's interpreter under -S reports its base's stdlib, marker included; pip
+        # ignores the marker inside a virtual environment, and so does envdoctor.
+        env["externally_managed"] = bool(info.get("externally_managed")) and not (own_venv or venv_prefix_of(python))
         sites = with_pth_paths(env_site_dirs(prefix or venv_prefix_of(python) or None))
         sys_path = info["sys_path"] + [p for p in sites if p not in info["sys_path"]]
     else:
