@@ -75,10 +75,12 @@ def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
 
 
 def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
-    from envdoctor.drift.request import drift_request, stage_scope
+    from envdoctor.drift.request import drift_request, stage_import_entries, stage_scope
 
-    # Scoped to what the host's stages run (code.api-drift says which entries, or why not).
-    return drift_request(spec.venv, spec.scan, entry=stage_scope(spec.stage_commands).entries or None)
+    # Scoped to what the host's stages run (code.api-drift says which entries, or why not);
+    # code.imports walks from the same stages, in the folders they `cd` to.
+    return drift_request(spec.venv, spec.scan, entry=stage_scope(spec.stage_commands).entries or None,
+                         import_entries=stage_import_entries(spec.stage_commands))
 
 
 PROBE_SECTIONS: dict[str, ProbeSection] = {

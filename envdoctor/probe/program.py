@@ -32,9 +32,11 @@ MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_has
                                               "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
                                               "venvs": ("discovery",), "machine": ("shims", "discovery"),
                                               # the scan's consumer selection, the owner-only cache
-                                              # writer and the drift helpers
+                                              # writer, the drift helpers and the import walk
+                                              # (with venvs' reading of .pth files)
                                               "drift": ("sources", "audit_record", "audit_hash", "drift_ast",
-                                                        "drift_resolve", "drift_uses", "discovery", "drift_baseline")}
+                                                        "drift_resolve", "drift_uses", "discovery", "drift_baseline",
+                                                        "venvs", "drift_imports", "drift_walk", "drift_reach")}
 
 _WRAPPER = r"""
 ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)
