@@ -68,6 +68,11 @@ def _gpu_stack_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"prefix": spec.venv or ""}
 
 
+def _wheel_tags_args(spec: HostSpec) -> Mapping[str, Any]:
+    # The chosen venv's interpreter (or, with none, the default python3) reports its tags.
+    return {"prefix": spec.venv or ""}
+
+
 def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
     from envdoctor.scan.scanner import sources_request
 
@@ -92,6 +97,7 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "patch_files": ProbeSection("patch_files", _patch_files_args),
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
     "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
+    "wheel-tags": ProbeSection("wheel_tags", _wheel_tags_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

@@ -31,6 +31,7 @@ MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_has
                                               "model_files": ("model_tokenizer", "model_spm"),
                                               "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
                                               "venvs": ("discovery",), "machine": ("shims", "discovery"),
+                                              "wheel_tags": ("discovery", "venvs"),
                                               # the scan's consumer selection, the owner-only cache
                                               # writer, the drift helpers and the import walk
                                               # (with venvs' reading of .pth files)

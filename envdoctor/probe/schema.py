@@ -199,6 +199,9 @@ SECTION_SCHEMAS: dict[str, Any] = {
     "patch-ledger": Keys({"prefix": str, "path": str, "exists": bool, "lines": [str], "files": MapOf(dict)}),
     "sources": Keys({"site_packages": [str], "distributions": [dict], "not_found": [str], "skipped": [dict]}),
     "audit": dict,
+    "wheel-tags": Keys({"prefix": str, "interpreter": dict, "site_packages": [str], "truncated": bool,
+                        "distributions": [Keys({"path": str, "name": str, "version": str, "requires_python": TEXT,
+                                                "tags": (NONE, [str]), "error": TEXT})]}),
 }
 #: Streamed items (``{"section", "item"}`` lines) of the sections that stream.
 ITEM_SCHEMAS: dict[str, Any] = {
