@@ -44,7 +44,10 @@ def code_imports(ctx: CheckContext) -> CheckResult:
         "not_followed": [s for sev, s in verdict.entry_problems if sev == INFO],
         "cache": data.get("cache"),
     }
-    fails = [s for sev, s in verdict.entry_problems if sev == FAIL] + [f.sentence(prefix) for f in verdict.of(FAIL)]
+    if not verdict.entries:
+        return passed("nothing to walk: no stage runs on this host and no installed library depends on "
+                      "transformers, vllm or sglang", **details)
+    fails = [s for sev, s in verdict.entry_problems if sev == FAIL] + grouped(verdict.of(FAIL), prefix)
     warns = [f.sentence(prefix) + f" ({f.klass})" for f in verdict.of(WARN)] + \
         [shadow_sentence(s) for s in verdict.shadows]
     reached = f"{verdict.sites} import(s) in {verdict.files} file(s) from {_entries_text(verdict.entries)}"
@@ -75,3 +78,17 @@ def _entries_text(entries: list) -> str:
         names = ", ".join(str(e.get("name")) for e in entries[:4]) + (", ..." if len(entries) > 4 else "")
         return f"the libraries' packages ({names}; no stage runs on this host)"
     return ", ".join(str(e.get("module") or e.get("name")) for e in entries)
+
+
+def grouped(findings: list, prefix: str) -> list[str]:
+    """One sentence per missing module (its first import), with how many other imports need it:
+    an environment without torch has a hundred imports of it, and one fix."""
+    by_module: dict[str, list] = {}
+    for finding in findings:
+        by_module.setdefault(finding.missing.split(".")[0] if not finding.incomplete else finding.missing,
+                             []).append(finding)
+    sentences = []
+    for module, group in by_module.items():
+        more = f" (and {len(group) - 1} more import(s) of {module})" if len(group) > 1 else ""
+        sentences.append(group[0].sentence(prefix) + more)
+    return sentences

@@ -21,7 +21,7 @@ from envdoctor.errors import (
 )
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.probe.program import register_section, run_probe, venv_pythons
+from envdoctor.probe.program import register_section, run_probe, section_code_digest, venv_pythons
 from envdoctor.probe.schema import section_problems
 from envdoctor.transport.interface import Transport
 
@@ -68,6 +68,11 @@ def _gpu_stack_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"prefix": spec.venv or ""}
 
 
+def _architecture_args(spec: HostSpec) -> Mapping[str, Any]:
+    # The registries of the engines in the chosen venv, cut to what the models' configs name.
+    return {"prefix": spec.venv or "", "models": list(spec.models), "code": section_code_digest("architecture")}
+
+
 def _wheel_tags_args(spec: HostSpec) -> Mapping[str, Any]:
     # The chosen venv's interpreter (or, with none, the default python3) reports its tags.
     return {"prefix": spec.venv or ""}
@@ -98,6 +103,7 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
     "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
     "wheel-tags": ProbeSection("wheel_tags", _wheel_tags_args),
+    "architecture": ProbeSection("engine_registry", _architecture_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

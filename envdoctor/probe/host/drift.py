@@ -48,6 +48,7 @@ from envdoctor.probe.host.drift_baseline import (
     baseline_satisfies,
 )
 from envdoctor.probe.host.drift_resolve import Resolver
+from envdoctor.probe.host.drift_imports import CONDITION, TYPING
 from envdoctor.probe.host.drift_reach import Reach, entries_from_args, folder_listing
 from envdoctor.probe.host.drift_uses import Bindings, UseFinder
 from envdoctor.probe.host.sources import src_record_python_files, src_select_distributions
@@ -247,8 +248,8 @@ def drift_cache_folder(prefix):
     return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor", "drift-" + digest)
 
 
-def read_cache(folder, key):
-    path = os.path.join(folder, DRIFT_CACHE_NAME)
+def read_cache(folder, key, name=DRIFT_CACHE_NAME):
+    path = os.path.join(folder, name)
     try:
         st = os.stat(path)
         if st.st_uid != os.getuid() or st.st_mode & 0o022:
@@ -270,8 +271,9 @@ def read_cache(folder, key):
     return cached.get("data")
 
 
-def write_cache(folder, key, read, data):
-    """Save the answer in a real, owner-only folder of ours (never through a planted symlink)."""
+def write_cache(folder, key, read, data, name=DRIFT_CACHE_NAME):
+    """Save the answer in a real, owner-only folder of ours (never through a planted symlink);
+    `name`: the file (the architecture section keeps its own beside the drift one)."""
     try:
         if not os.path.isdir(folder):
             parent = os.path.dirname(folder)
@@ -284,7 +286,7 @@ def write_cache(folder, key, read, data):
             return False
     except OSError:
         return False
-    return write_private(folder, DRIFT_CACHE_NAME, {"key": key, "read": read, "data": data})
+    return write_private(folder, name, {"key": key, "read": read, "data": data})
 
 
 @section("drift")
@@ -325,7 +327,8 @@ def analyse(args, sites, candidates=()):
     entry = args.get("entry")
     # One walk from the entries serves code.imports (what they import, and what is missing)
     # and scopes this section to the consumer files a stage reaches.
-    reach = Reach(sites, with_pth_paths(sites), consumers, owners, modules, int(args.get("max_files", 20000)))
+    reach = Reach(sites, with_pth_paths(sites), consumers, owners, modules, int(args.get("max_files", 20000)),
+                  library_class=TYPING if entry else CONDITION)
     for item in entries_from_args(args, consumers, files):
         reach.add(item)
     reach.run()

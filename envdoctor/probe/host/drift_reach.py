@@ -14,7 +14,7 @@
 import os
 
 from envdoctor.probe.host.core import canonical_name, open_regular, site_entries
-from envdoctor.probe.host.drift_imports import Conditions
+from envdoctor.probe.host.drift_imports import TYPING, Conditions
 from envdoctor.probe.host.drift_walk import ImportFinder, ImportWalk, editable_mapping, shadows, stdlib_names
 
 
@@ -97,7 +97,8 @@ def entries_from_args(args, consumers, files):
 class Reach(object):
     """Runs one walk per first sys.path folder the entries have, and gathers the answer."""
 
-    def __init__(self, sites, extra, consumers, owners, modules, max_files):
+    def __init__(self, sites, extra, consumers, owners, modules, max_files, library_class=TYPING):
+        self.library_class = library_class
         self.sites = sites
         self.extra = extra
         self.consumers = set(canonical_name(d["name"]) for d in consumers)
@@ -129,7 +130,7 @@ class Reach(object):
         if key not in self.walks:
             finder = ImportFinder(path0, self.sites, self.extra, self.editable, self.stdlib)
             self.walks[key] = ImportWalk(finder, self.conditions, self.read, self.owner, follow,
-                                         self.modules.relative, self.max_files)
+                                         self.modules.relative, self.max_files, self.library_class)
         return self.walks[key]
 
     def read(self, path):

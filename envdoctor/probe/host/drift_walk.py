@@ -20,7 +20,8 @@ import os
 import sys
 
 from envdoctor.probe.host.core import open_regular
-from envdoctor.probe.host.drift_imports import CLASS_NAMES, import_sites
+from envdoctor.probe.host.drift_ast import dotted
+from envdoctor.probe.host.drift_imports import CLASS_NAMES, TYPING, import_sites
 
 try:
     from importlib.machinery import EXTENSION_SUFFIXES
@@ -223,8 +224,13 @@ class ImportWalk(object):
     site file (or None); `follow_dists`: canonical names of the distributions whose files are
     read; `read(path)` -> bytes (the section's counted reader)."""
 
-    def __init__(self, finder, conditions, read, owner, follow_dists, relative, max_files=20000):
+    def __init__(self, finder, conditions, read, owner, follow_dists, relative, max_files=20000,
+                 library_class=TYPING):
         self.finder = finder
+        # A library's files are read only when reached by imports up to this class: the
+        # import-time closure (CONDITION) for code.imports alone; every import (TYPING) when
+        # the walk also scopes drift, which reads what a function-level import reaches too.
+        self.library_class = library_class
         self.conditions = conditions
         self.read = read
         self.owner = owner
@@ -239,6 +245,8 @@ class ImportWalk(object):
         self.counts = {"files": 0, "sites": 0, "unknown": 0, "missing": [0] * len(CLASS_NAMES)}
         self.errors = []
         self.truncated = False
+        self.bound = {}  # path -> (names its module level binds, whether it makes names at run time)
+        self.pending = []  # `from package import name`: a name or a submodule, told once the package is read
 
     def add(self, path, module, klass, as_main=False):
         if as_main:
@@ -251,14 +259,10 @@ class ImportWalk(object):
     def in_site(self, path):
         return any(path.startswith(site.rstrip("/") + "/") for site in self.finder.sites)
 
-    def followed(self, path):
-        """The job's own files (outside the site folders) and those of the distributions read."""
-        return not self.in_site(path) or self.owner(path) in self.follow_dists
-
     def enqueue(self, found, klass):
         """Queue the files importing a module runs: each package on the way, then the module."""
         for module, path in found.chain:
-            if self.followed(path):
+            if not self.in_site(path) or (klass <= self.library_class and self.owner(path) in self.follow_dists):
                 self.add(path, module, klass)
 
     def run(self):
@@ -272,6 +276,24 @@ class ImportWalk(object):
                     return
                 self.done.add(path)
                 self.visit(path, module, klass)
+        self.names_taken()
+
+    def names_taken(self):
+        """`from package import name` where name is neither a submodule nor bound by the
+        package's __init__.py (when this walk read it and nothing there makes names at run time)."""
+        for site, path, klass, found, name in self.pending:
+            if found.path not in self.bound and not self.in_site(path):
+                self.bound[found.path] = self.names_of(found.path)  # the job's own import of a library's name
+            names, dynamic = self.bound.get(found.path, (None, True))
+            if not dynamic and name not in names:
+                missing = Found("missing", None, None, None, missing=site.module + "." + name, parent=found)
+                self.note_missing(site, path, klass, missing)
+
+    def names_of(self, init):
+        try:
+            return bound_names(ast.parse(self.read(init), filename=init))
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            return None, True
 
     def visit(self, path, module, klass):
         try:
@@ -281,6 +303,8 @@ class ImportWalk(object):
             return
         self.counts["files"] += 1
         is_package = path.endswith("__init__.py")
+        if is_package:
+            self.bound[path] = bound_names(tree)
         for site in import_sites(tree, module, is_package, self.conditions, path in self.main_files):
             self.site(site, path, max(klass, site.klass))
 
@@ -306,8 +330,10 @@ class ImportWalk(object):
         if found.kind in ("pkg", "ns") and site.names:
             for name in site.names:
                 sub = self.finder.find(site.module + "." + name)
-                if sub.status == "found":  # otherwise a name the module defines (drift judges it)
+                if sub.status == "found":
                     self.enqueue(sub, klass)
+                elif sub.status == "missing" and found.kind == "pkg":
+                    self.pending.append((site, path, klass, found, name))
 
     def note_missing(self, site, path, klass, found, why=""):
         self.counts["missing"][klass] += 1
@@ -332,6 +358,38 @@ class ImportWalk(object):
     def reached(self, predicate):
         """The files read (and how surely), for those the predicate accepts."""
         return dict((p, CLASS_NAMES[k]) for p, k in self.klass.items() if p in self.done and predicate(p))
+
+
+def bound_names(tree):
+    """(the names a module binds at its top level, whether it may make others at run time: a
+    star import, a module __getattr__, writes to globals() or sys.modules)."""
+    names = set()
+    dynamic = False
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node).__name__
+        if kind in ("FunctionDef", "AsyncFunctionDef", "ClassDef"):
+            names.add(node.name)
+            dynamic = dynamic or node.name == "__getattr__"
+            continue
+        if kind in ("Import", "ImportFrom"):
+            for alias in node.names:
+                if alias.name == "*":
+                    dynamic = True
+                names.add(alias.asname or alias.name.split(".")[0])
+            continue
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
+                names.add(child.id)
+            elif isinstance(child, ast.Call) and (dotted(child.func) or "").split(".")[-1] in ("globals", "setattr",
+                                                                                                "update"):
+                dynamic = True
+            elif isinstance(child, ast.Attribute) and child.attr == "modules":
+                dynamic = True
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(getattr(node, field, []) or [])
+    return names, dynamic
 
 
 def shadows(folders, finder, owner_of):
