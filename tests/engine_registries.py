@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import venv as venv_module
 import zipfile
 from pathlib import Path
 
@@ -66,18 +67,18 @@ def registry_files(name: str, version: str) -> Path:
 
 
 def environment(root: Path, *requirements: str) -> Path:
-    """A venv-shaped prefix under root whose site-packages holds the registry files of each
+    """A real venv (no pip) under root whose site-packages holds the registry files of each
     ``name==version`` (copied, so a test may change them)."""
     prefix = root / "-".join(r.replace("==", "-") for r in requirements)
-    site = prefix / "lib" / "python3.11" / "site-packages"
-    if site.is_dir():
+    if (prefix / DONE).is_file():
         return prefix
-    site.mkdir(parents=True)
-    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    venv_module.EnvBuilder(with_pip=False, clear=True).create(prefix)
+    site = next((prefix / "lib").glob("python3*/site-packages"))
     for requirement in requirements:
         name, version = requirement.split("==")
         source = registry_files(name, version)
         for entry in source.iterdir():
             if entry.name != DONE:
                 shutil.copytree(entry, site / entry.name, dirs_exist_ok=True)
+    (prefix / DONE).write_text("\n".join(requirements) + "\n")
     return prefix

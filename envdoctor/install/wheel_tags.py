@@ -211,6 +211,8 @@ def _parse_tags(lines: Sequence[str]) -> list[pt.Tag]:
 
 
 def judge_distribution(dist: Mapping[str, Any], interp: Interpreter, verdict: WheelsVerdict) -> None:
+    """At most one finding per distribution, as uv pip check gives: its tags, else its
+    Requires-Python (a wheel built for another Python says it all)."""
     name, version = str(dist.get("name") or "?"), str(dist.get("version") or "")
     folder = str(dist.get("path") or "")
     lines = dist.get("tags")
@@ -221,21 +223,22 @@ def judge_distribution(dist: Mapping[str, Any], interp: Interpreter, verdict: Wh
         if not parsed:
             verdict.not_judged.append(f"{name}: its WHEEL file has no readable Tag line")
         elif not any(t in supported_tags(interp) for t in parsed):
-            musl_only = all(_MUSLLINUX.match(t.platform) for t in parsed)
-            if musl_only and interp.musl:
+            if all(_MUSLLINUX.match(t.platform) for t in parsed) and interp.musl:
                 verdict.not_judged.append(f"{name}: a musllinux wheel on a musl host (its musl version is not read)")
-            else:
-                shown = ", ".join(sorted({str(t) for t in parsed})[:3])
-                verdict.mismatches.append(WheelMismatch(name, version, f"{folder}/WHEEL", shown,
-                                                        why_not(parsed[0], interp), "tag"))
+                return
+            shown = ", ".join(sorted({str(t) for t in parsed})[:3])
+            verdict.mismatches.append(WheelMismatch(name, version, f"{folder}/WHEEL", shown,
+                                                    why_not(parsed[0], interp), "tag"))
+            return
     requires = dist.get("requires_python")
-    if requires:
-        holds = _requires_python_holds(str(requires), interp.full_version)
-        if holds is False:
-            verdict.mismatches.append(WheelMismatch(name, version, f"{folder}/METADATA", str(requires),
-                                                    f"the interpreter is Python {interp.full_version}", "requires-python"))
-        elif holds is None:
-            verdict.not_judged.append(f"{name}: Requires-Python {requires!r} does not parse")
+    if not requires:
+        return
+    holds = _requires_python_holds(str(requires), interp.full_version)
+    if holds is False:
+        verdict.mismatches.append(WheelMismatch(name, version, f"{folder}/METADATA", str(requires),
+                                                f"the interpreter is Python {interp.full_version}", "requires-python"))
+    elif holds is None:
+        verdict.not_judged.append(f"{name}: Requires-Python {requires!r} does not parse")
 
 
 @lru_cache(maxsize=4096)

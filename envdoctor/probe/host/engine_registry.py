@@ -115,7 +115,8 @@ def read_vllm(root, sources):
             continue
         for arch, target in table.items():
             if isinstance(arch, str) and isinstance(target, list) and len(target) == 2:
-                architectures.setdefault(arch, [str(target[0]), str(target[1]), group.strip("_").lower()])
+                # a later group wins, as in `_VLLM_MODELS = {**_TEXT_GENERATION_MODELS, ...}`
+                architectures[arch] = [str(target[0]), str(target[1]), group.strip("_").lower()]
     config_types = {}
     path = os.path.join(root, "transformers_utils", "config.py")
     if os.path.isfile(path):

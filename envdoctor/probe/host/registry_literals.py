@@ -92,7 +92,15 @@ class TableReader(object):
         kind = type(node).__name__
         if kind in ("Tuple", "List"):
             self.count(len(node.elts))
-            return [self.value(e, scope) for e in node.elts]
+            items = []
+            for element in node.elts:
+                if type(element).__name__ == "Starred":  # [*list(OTHER.items()), ...]
+                    inner = self.value(element.value, scope)
+                    items.extend([[k, v] for k, v in inner.items()] if isinstance(inner, dict) else
+                                 inner if isinstance(inner, list) else [])
+                else:
+                    items.append(self.value(element, scope))
+            return items
         if kind == "Dict":
             table = {}
             self.count(len(node.keys))
@@ -131,6 +139,12 @@ class TableReader(object):
     def call(self, node, scope):
         func = node.func.value if isinstance(node.func, ast.Subscript) else node.func
         name = (dotted(func) or "").split(".")[-1]
+        if isinstance(func, ast.Attribute) and func.attr == "items" and not node.args:
+            table = self.value(func.value, scope)  # OTHER.items(): its pairs
+            return [[k, v] for k, v in table.items()] if isinstance(table, dict) else None
+        if name in ("list", "tuple") and len(node.args) == 1 and not node.keywords:
+            inner = self.value(node.args[0], scope)
+            return inner if isinstance(inner, list) else None
         if name not in MAPPING_CALLS:
             return None
         table = {}
@@ -144,19 +158,59 @@ class TableReader(object):
         return table
 
     def dict_comprehension(self, node, scope):
-        if len(node.generators) != 1 or node.generators[0].ifs or not isinstance(node.generators[0].target, ast.Name):
+        """{k: v for target in TABLE_OR_PAIRS if CONDITION}: the targets a name or nested tuples
+        of names, each condition a comparison of what they hold (else the table is not read)."""
+        if len(node.generators) != 1:
             return None
         generator = node.generators[0]
         items = self.value(generator.iter, scope)
+        if isinstance(items, dict):
+            items = list(items)
         if not isinstance(items, list):
             return None
         table = {}
         self.count(len(items))
         for item in items:
             inner = dict(scope or {})
-            inner[generator.target.id] = item
-            table[self.key(self.value(node.key, inner))] = self.value(node.value, inner)
+            if not self.bind(generator.target, item, inner):
+                return None
+            verdicts = [self.holds(test, inner) for test in generator.ifs]
+            if None in verdicts:
+                return None
+            if all(verdicts):
+                table[self.key(self.value(node.key, inner))] = self.value(node.value, inner)
         return table
+
+    def bind(self, target, value, scope):
+        if isinstance(target, ast.Name):
+            scope[target.id] = value
+            return True
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, list) and len(value) == len(target.elts):
+            return all(self.bind(t, v, scope) for t, v in zip(target.elts, value))
+        return False
+
+    def holds(self, test, scope):
+        """A comprehension's condition: ==, !=, in, not in, and/or/not of them; None when unknown."""
+        kind = type(test).__name__
+        if kind == "BoolOp":
+            verdicts = [self.holds(v, scope) for v in test.values]
+            if None in verdicts:
+                return None
+            return all(verdicts) if type(test.op).__name__ == "And" else any(verdicts)
+        if kind == "UnaryOp" and type(test.op).__name__ == "Not":
+            verdict = self.holds(test.operand, scope)
+            return None if verdict is None else not verdict
+        if kind != "Compare" or len(test.ops) != 1:
+            return None
+        left, right = self.value(test.left, scope), self.value(test.comparators[0], scope)
+        if isinstance(left, Symbol) or isinstance(right, Symbol) or left is None or right is None:
+            return None
+        op = type(test.ops[0]).__name__
+        try:
+            return {"Eq": lambda: left == right, "NotEq": lambda: left != right,
+                    "In": lambda: left in right, "NotIn": lambda: left not in right}[op]()
+        except (KeyError, TypeError):
+            return None
 
 
 def read_tables(source, load=None):

@@ -103,6 +103,8 @@ def wheel_file(folder):
     tags = []
     purelib = None
     for line in text.splitlines():
+        if not line.strip():
+            break  # the header block ends at the first blank line (RFC 822, as pip and uv read it)
         key, sep, value = line.partition(":")
         if not sep:
             continue
