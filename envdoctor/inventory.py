@@ -555,3 +555,63 @@ def _apply(spec: HostSpec, overrides: Overrides) -> HostSpec:
 
 def _unique(items: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
+
+
+#: Segments of a stage's command that only set up the shell before the job starts.
+_SETUP_PROGRAMS = frozenset({"cd", "export", "source", ".", "set", "ulimit", "echo", "true", "mkdir", "unset", "umask"})
+#: Words that run the next word as the program (``env A=1 python ...``, ``nohup python ...``).
+_PROGRAM_WRAPPERS = frozenset({"env", "nohup", "exec", "time", "nice", "stdbuf", "setsid", "numactl"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+@dataclass(frozen=True)
+class StageCommand:
+    """What a stage's shell command starts: the folder it runs in (the ``cd DIR`` before the
+    job, joined as the shell would; None: the login folder), and the words of the segment that
+    runs the job, from its program on (``A=1``, ``env`` and ``nohup`` left out)."""
+
+    workdir: str | None
+    words: tuple[str, ...]
+
+    @property
+    def program(self) -> str:
+        return self.words[0] if self.words else ""
+
+
+def parse_stage_command(command: str) -> StageCommand:
+    """The working folder and the job's words of a stage command (``cd /job && {python} x.py``).
+    A command the shell lexer cannot split has no words."""
+    import shlex
+
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return StageCommand(None, ())
+    workdir: str | None = None
+    segment: list[str] = []
+    for token in [*tokens, ";"]:
+        if token and set(token) <= set("&;|()"):
+            words = _program_words(segment)
+            segment = []
+            if not words:
+                continue
+            if words[0] == "cd":
+                target = words[1] if len(words) > 1 else "~"
+                workdir = target if workdir is None or target.startswith(("/", "~")) else f"{workdir.rstrip('/')}/{target}"
+                continue
+            if words[0] in _SETUP_PROGRAMS:
+                continue
+            return StageCommand(workdir, tuple(words))
+        else:
+            segment.append(token)
+    return StageCommand(workdir, ())
+
+
+def _program_words(words: list[str]) -> list[str]:
+    index = 0
+    while index < len(words) and (_ASSIGNMENT.match(words[index]) or words[index] in _PROGRAM_WRAPPERS
+                                  or (index and words[index - 1] == "env" and words[index].startswith("-"))):
+        index += 1
+    return words[index:]

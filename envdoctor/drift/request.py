@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envdoctor.inventory import parse_stage_command
 from envdoctor.probe.program import register_section, section_code_digest
 from envdoctor.scan.scanner import LOADER_LIBRARIES
 
@@ -20,11 +23,14 @@ MAX_FILES = 20000
 
 def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | Sequence[str] | None = None,
                   providers: Sequence[str] = (), cache: bool = True, baselines: Sequence[str] = (),
-                  discover_baselines: bool = True) -> dict[str, Any]:
+                  discover_baselines: bool = True, import_entries: Sequence[dict[str, Any]] | None = None
+                  ) -> dict[str, Any]:
     """Consumers: the distributions the trust_remote_code scan selects plus `extra`; with an
     entry (a module name or a script path on the host, or a list: their union) only the
     consumer files it reaches. A provider version a consumer pins but the venv lacks is
-    looked for in `baselines` (environments on the host), then in those discovered there."""
+    looked for in `baselines` (environments on the host), then in those discovered there.
+    ``import_entries`` (see :func:`stage_import_entries`) are where the walk for code.imports
+    starts; None: the entry's, else the consumers' top-level packages."""
     return {
         "prefix": venv,
         "depends_on": list(LOADER_LIBRARIES),
@@ -34,6 +40,7 @@ def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | S
         "cache": cache,
         "baselines": list(baselines),
         "discover_baselines": discover_baselines,
+        "import_entries": None if import_entries is None else [dict(e) for e in import_entries],
         "max_file_bytes": MAX_FILE_BYTES,
         "max_files": MAX_FILES,
         "code": section_code_digest(SECTION),  # a host cache written by other code is not reused
@@ -46,6 +53,11 @@ def entry_of_command(command: str) -> str | None:
         words = shlex.split(command)
     except ValueError:
         return None
+    return entry_of_words(words)
+
+
+def entry_of_words(words: Sequence[str]) -> str | None:
+    """The first `-m module` or `.py` script among a command's words."""
     for index, word in enumerate(words):
         if word == "-m" and index + 1 < len(words):
             return words[index + 1]
@@ -76,3 +88,30 @@ def stage_scope(commands: Sequence[str]) -> StageScope:
         if entry not in entries:
             entries.append(entry)
     return StageScope(tuple(entries))
+
+
+_PYTHON_PROGRAM = re.compile(r"(\{python\}|python[0-9.]*)\Z")
+
+
+def stage_import_entries(commands: Sequence[str]) -> list[dict[str, Any]] | None:
+    """Where code.imports starts for each stage command (None without a stage): its `-m
+    module` or script, in the folder its `cd DIR` names; a program of the environment
+    (`{venv}/bin/vllm serve`) as the console script the host looks up; a Python command with
+    neither (`python -c ...`) as one that cannot be followed."""
+    if not commands:
+        return None
+    entries: list[dict[str, Any]] = []
+    for command in commands:
+        parsed = parse_stage_command(command)
+        entry = entry_of_words(parsed.words)
+        program = posixpath.basename(parsed.program.replace("{venv}", ""))
+        if entry is not None:
+            kind = "script" if entry.endswith(".py") or "/" in entry else "module"
+            item = {"kind": kind, "name": entry, "cwd": parsed.workdir}
+        elif not program or _PYTHON_PROGRAM.match(program):
+            item = {"kind": "unfollowed", "name": command, "cwd": parsed.workdir}
+        else:
+            item = {"kind": "console", "name": program, "cwd": parsed.workdir}
+        if item not in entries:
+            entries.append(item)
+    return entries

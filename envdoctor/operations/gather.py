@@ -21,7 +21,7 @@ from envdoctor.errors import (
 )
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
-from envdoctor.probe.program import register_section, run_probe, venv_pythons
+from envdoctor.probe.program import register_section, run_probe, section_code_digest, venv_pythons
 from envdoctor.probe.schema import section_problems
 from envdoctor.transport.interface import Transport
 
@@ -84,6 +84,16 @@ def _node_args(spec: HostSpec) -> Mapping[str, Any]:
     return {"prefix": spec.venv or "", **({"test_root": test_root} if test_root else {})}
 
 
+def _architecture_args(spec: HostSpec) -> Mapping[str, Any]:
+    # The registries of the engines in the chosen venv, cut to what the models' configs name.
+    return {"prefix": spec.venv or "", "models": list(spec.models), "code": section_code_digest("architecture")}
+
+
+def _wheel_tags_args(spec: HostSpec) -> Mapping[str, Any]:
+    # The chosen venv's interpreter (or, with none, the default python3) reports its tags.
+    return {"prefix": spec.venv or ""}
+
+
 def _sources_args(spec: HostSpec) -> Mapping[str, Any]:
     from envdoctor.scan.scanner import sources_request
 
@@ -103,10 +113,12 @@ def _digests_args(spec: HostSpec) -> Mapping[str, Any]:
 
 
 def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
-    from envdoctor.drift.request import drift_request, stage_scope
+    from envdoctor.drift.request import drift_request, stage_import_entries, stage_scope
 
-    # Scoped to what the host's stages run (code.api-drift says which entries, or why not).
-    return drift_request(spec.venv, spec.scan, entry=stage_scope(spec.stage_commands).entries or None)
+    # Scoped to what the host's stages run (code.api-drift says which entries, or why not);
+    # code.imports walks from the same stages, in the folders they `cd` to.
+    return drift_request(spec.venv, spec.scan, entry=stage_scope(spec.stage_commands).entries or None,
+                         import_entries=stage_import_entries(spec.stage_commands))
 
 
 PROBE_SECTIONS: dict[str, ProbeSection] = {
@@ -122,6 +134,8 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "system": ProbeSection("system", _system_args, on_demand=True),
     "digests": ProbeSection("job_digests", _digests_args, on_demand=True),
     "model-search": ProbeSection("model_search", lambda spec: MODEL_SEARCH, on_demand=True),
+    "wheel-tags": ProbeSection("wheel_tags", _wheel_tags_args),
+    "architecture": ProbeSection("engine_registry", _architecture_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

@@ -34,10 +34,19 @@ MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_has
                                               "node": ("gpu_elf", "gpu_host", "node_run", "node_host", "node_toolchain"),
                                               # the RECORD reader, the owner-only cache writer
                                               "job_digests": ("audit_record", "audit_hash"),
+                                              "wheel_tags": ("discovery", "venvs"),
                                               # the scan's consumer selection, the owner-only cache
-                                              # writer and the drift helpers
+                                              # writer, the drift helpers and the import walk
+                                              # (with venvs' reading of .pth files)
                                               "drift": ("sources", "audit_record", "audit_hash", "drift_ast",
-                                                        "drift_resolve", "drift_uses", "discovery", "drift_baseline")}
+                                                        "drift_resolve", "drift_uses", "discovery", "drift_baseline",
+                                                        "venvs", "drift_imports", "drift_walk", "drift_reach"),
+                                              # the registry reader keeps its cache beside drift's
+                                              "engine_registry": ("sources", "audit_record", "audit_hash", "drift_ast",
+                                                                  "drift_resolve", "drift_uses", "discovery",
+                                                                  "drift_baseline", "venvs", "drift_imports",
+                                                                  "drift_walk", "drift_reach", "drift",
+                                                                  "registry_literals")}
 
 _WRAPPER = r"""
 ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)

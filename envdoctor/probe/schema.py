@@ -235,6 +235,14 @@ SECTION_SCHEMAS: dict[str, Any] = {
                                            "architectures": [str], "auto_map": bool, "config_error": str,
                                            "tokenizer_files": [str], "weight_files": int})],
                           "searched": [str], "visited": int, "truncated": str}),
+    "architecture": Keys({"engines": MapOf(Keys({"version": str, "error": TEXT, "config_types": MapOf(TEXT),
+                                                 "models": MapOf(MapOf(Any)), "classes": MapOf(bool),
+                                                 "architectures": MapOf((NONE, [str], str)),
+                                                 "previously": MapOf(str), "transformers_backend": bool})),
+                          "models": MapOf(Keys({"model_types": [str], "architectures": [str]})), "cache": str}),
+    "wheel-tags": Keys({"prefix": str, "interpreter": dict, "site_packages": [str], "truncated": bool,
+                        "distributions": [Keys({"path": str, "name": str, "version": str, "requires_python": TEXT,
+                                                "tags": (NONE, [str]), "error": TEXT})]}),
 }
 #: Streamed items (``{"section", "item"}`` lines) of the sections that stream.
 ITEM_SCHEMAS: dict[str, Any] = {

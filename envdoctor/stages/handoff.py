@@ -134,6 +134,7 @@ def facts_document(spec: HostSpec, facts: HostFacts, model: ModelFacts | None, d
             text_model_type=arch.text_model_type,
             config_nested_in=arch.nested_in,
         )
+        doc["architecture_support"] = architecture_support(spec, facts, model)
     doc.update({name: arch_fields.get(name) for name in
                 ("hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads", "num_key_value_heads",
                  "kv_lora_rank", "q_lora_rank", "n_routed_experts", "num_experts_per_tok")})
@@ -167,6 +168,22 @@ def facts_document(spec: HostSpec, facts: HostFacts, model: ModelFacts | None, d
     doc["eagle3"] = {"target_layer_ids": ids, "speculators_version": speculators, "rule": rule}
     drop_invalid_facts(doc)
     return doc
+
+
+def architecture_support(spec: HostSpec, facts: HostFacts, model: ModelFacts) -> dict[str, Any] | None:
+    """Per installed engine (transformers, vllm, sglang): whether it loads the model, as which
+    class and via which path (``architecture`` stays the class name config.json gives: the
+    ``{architecture}`` placeholder of stage commands)."""
+    from envdoctor.modelfacts.engines import ENGINES, judge_model
+
+    section = facts.section("architecture")
+    if not isinstance(section, dict) or not section.get("engines"):
+        return None
+    consent = dict.fromkeys(ENGINES, spec.trust_remote_code)
+    try:
+        return {engine: answer.to_json() for engine, answer in judge_model(section, model, consent).items()}
+    except ModelConfigError:
+        return None
 
 
 def drop_invalid_facts(doc: dict[str, Any]) -> None:

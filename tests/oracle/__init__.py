@@ -1,0 +1,1 @@
+"""Comparisons with the real tools: the interpreter, uv pip check, transformers and the engines' registries."""

@@ -48,8 +48,11 @@ from envdoctor.probe.host.drift_baseline import (
     baseline_satisfies,
 )
 from envdoctor.probe.host.drift_resolve import Resolver
-from envdoctor.probe.host.drift_uses import Bindings, UseFinder, imported_modules
+from envdoctor.probe.host.drift_imports import CONDITION, TYPING
+from envdoctor.probe.host.drift_reach import Reach, entries_from_args, folder_listing
+from envdoctor.probe.host.drift_uses import Bindings, UseFinder
 from envdoctor.probe.host.sources import src_record_python_files, src_select_distributions
+from envdoctor.probe.host.venvs import with_pth_paths
 
 DRIFT_CACHE_VERSION = 1
 DRIFT_CACHE_NAME = "drift-cache"
@@ -217,54 +220,6 @@ def entry_list(entry):
     return [str(entry)]
 
 
-def entry_closure(consumers, entries, files):
-    """(consumer files reached from the entries, entries not found). An entry is a module of a
-    consumer or a script file on the host; one that is neither cannot be followed."""
-    by_module = {}
-    for dist in consumers:
-        for rel in files[dist["name"]]:
-            by_module[module_of(rel)[0]] = (dist, rel)
-    start = []
-    unfound = []
-    for entry in entries:
-        if entry.endswith(".py") or "/" in entry:
-            if not os.path.isfile(entry):
-                unfound.append(entry)
-            start.append(("__main__", entry))
-            continue
-        if entry not in by_module:
-            unfound.append(entry)
-        parts = entry.split(".")
-        for i in range(1, len(parts) + 1):
-            name = ".".join(parts[:i])
-            if name in by_module:
-                start.append((name, os.path.join(by_module[name][0]["site"], by_module[name][1])))
-    reached = set()
-    seen = set()
-    while start:
-        module, path = start.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        try:
-            with open_regular(path) as handle:
-                data = handle.read()
-            tree = ast.parse(data)
-        except (OSError, SyntaxError, ValueError):
-            continue
-        if module in by_module:
-            reached.add(by_module[module][1])
-        is_package = path.endswith("__init__.py")
-        for name in imported_modules(tree, module, is_package):
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):
-                prefix = ".".join(parts[:i])
-                if prefix in by_module and by_module[prefix][1] not in reached:
-                    dist, rel = by_module[prefix]
-                    start.append((prefix, os.path.join(dist["site"], rel)))
-    return reached, unfound
-
-
 def _digest_file(path):
     try:
         with open(path, "rb") as handle:
@@ -274,8 +229,11 @@ def _digest_file(path):
 
 
 def cache_key(args, sites):
-    """The request, the site folders' dist-info entries and the hash of every RECORD."""
-    digest = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args], sort_keys=True).encode("utf-8"))
+    """The request, the interpreter, the site folders' dist-info entries and the hash of every
+    RECORD, and what the folders the stages start in hold (a module there hides an installed one)."""
+    digest = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args, sys.version, os.getcwd()],
+                                     sort_keys=True).encode("utf-8"))
+    digest.update(folder_listing(args.get("import_entries")).encode("utf-8", "surrogateescape"))
     for site, entry in site_entries(sites):
         digest.update(("\0%s\0%s" % (site, entry)).encode("utf-8", "surrogateescape"))
         if entry.endswith(".dist-info"):
@@ -290,8 +248,8 @@ def drift_cache_folder(prefix):
     return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor", "drift-" + digest)
 
 
-def read_cache(folder, key):
-    path = os.path.join(folder, DRIFT_CACHE_NAME)
+def read_cache(folder, key, name=DRIFT_CACHE_NAME):
+    path = os.path.join(folder, name)
     try:
         st = os.stat(path)
         if st.st_uid != os.getuid() or st.st_mode & 0o022:
@@ -313,8 +271,9 @@ def read_cache(folder, key):
     return cached.get("data")
 
 
-def write_cache(folder, key, read, data):
-    """Save the answer in a real, owner-only folder of ours (never through a planted symlink)."""
+def write_cache(folder, key, read, data, name=DRIFT_CACHE_NAME):
+    """Save the answer in a real, owner-only folder of ours (never through a planted symlink);
+    `name`: the file (the architecture section keeps its own beside the drift one)."""
     try:
         if not os.path.isdir(folder):
             parent = os.path.dirname(folder)
@@ -327,7 +286,7 @@ def write_cache(folder, key, read, data):
             return False
     except OSError:
         return False
-    return write_private(folder, DRIFT_CACHE_NAME, {"key": key, "read": read, "data": data})
+    return write_private(folder, name, {"key": key, "read": read, "data": data})
 
 
 @section("drift")
@@ -366,7 +325,14 @@ def analyse(args, sites, candidates=()):
     for dist in consumers:
         files[dist["name"]] = [r for r in (src_record_python_files(dist) or []) if not r.startswith("..")]
     entry = args.get("entry")
-    scope, unfound = entry_closure(consumers, entry_list(entry), files) if entry else (None, [])
+    # One walk from the entries serves code.imports (what they import, and what is missing)
+    # and scopes this section to the consumer files a stage reaches.
+    reach = Reach(sites, with_pth_paths(sites), consumers, owners, modules, int(args.get("max_files", 20000)),
+                  library_class=TYPING if entry else CONDITION)
+    for item in entries_from_args(args, consumers, files):
+        reach.add(item)
+    reach.run()
+    scope, unfound = reach.consumer_scope(entry_list(entry)) if entry else (None, [])
     if unfound:
         scope = None  # the job runs code this section cannot follow: every consumer file is read
     wanted = set(canonical_name(p) for p in args.get("providers") or [])
@@ -389,7 +355,8 @@ def analyse(args, sites, candidates=()):
     return {"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []), "site_packages": sites, "import_names": import_names, "consumers": out_consumers, "not_found": not_found,
             "providers": dict((k, v) for k, v in providers.items() if k in used), "modules": summaries,
             "errors": modules.errors, "files_parsed": budget["parsed"] + len(summaries) + base_parsed, "bytes_read": modules.bytes + base_bytes,
-            "entry": entry, "entries_unfound": unfound, "scoped_files": sorted(scope) if scope is not None else None, "_read": modules.read}
+            "entry": entry, "entries_unfound": unfound, "scoped_files": sorted(scope) if scope is not None else None,
+            "imports": reach.report(), "_read": modules.read}
 
 
 def known_good(consumers, providers, candidates, max_file):
