@@ -33,7 +33,7 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import algorithms, ciphers, known_hosts, revoked_keys
+from envdoctor.transport import algorithms, ciphers, host_key_refusal, known_hosts, revoked_keys
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import BoundedSink, pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
@@ -183,7 +183,7 @@ class SSHTransport(Transport):
         delays = retry_delays(self.options.connect_retries, self.options.retry_backoff)
         for attempt in range(len(delays) + 1):
             try:
-                conn = await self._open(kwargs, host, label, timeout, why)
+                conn = await self._open(kwargs, host, label, timeout, why, keys)
                 break
             except _Retryable as exc:
                 if attempt == len(delays):
@@ -208,11 +208,13 @@ class SSHTransport(Transport):
         return conn
 
     async def _open(self, kwargs: dict[str, object], host: ResolvedHost, label: str, timeout: float,
-                    why: str) -> asyncssh.SSHClientConnection:
+                    why: str, keys: known_hosts.HostKeys) -> asyncssh.SSHClientConnection:
         """One connection attempt; errors worth another attempt come out as :class:`_Retryable`."""
         where = f"{host.hostname}:{host.port}"
+        unlisted: list[asyncssh.SSHKey] = []  # the key the host sent, when known_hosts does not list it
         try:
             options = _with_loaded_keys(kwargs)
+            options["client_factory"] = functools.partial(options["client_factory"], unlisted=unlisted)  # type: ignore[arg-type]
             if options.get("client_keys"):
                 options["client_keys"] = _rsa_size_allowed(options["client_keys"], host.required_rsa_size)  # type: ignore[arg-type]
             options, agent = await _with_agent_keys(options, host.required_rsa_size, timeout)
@@ -222,10 +224,7 @@ class SSHTransport(Transport):
                 if agent is not None:
                     agent.close()  # signing is over once connect returns (no agent forwarding)
         except asyncssh.HostKeyNotVerifiable as exc:
-            raise HostKeyError(
-                f"host key of {label} ({where}) is not trusted: {exc.reason} "
-                f"(looked up as {_lookup_name(host)!r} in {', '.join(host.known_hosts_files) or 'no file'}; {why})"
-            ) from exc
+            raise _host_key_refusal(exc, unlisted, keys, host, f"{label} ({where})", why) from exc
         except asyncssh.PermissionDenied as exc:
             raise AuthError(f"{label} refused authentication for {host.user}@{where}: {exc.reason}") from exc
         except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
@@ -385,13 +384,18 @@ class _HostKeyClient(asyncssh.SSHClient):
     :func:`_validate_server_host_key`."""
 
     def __init__(self, accept_unknown: bool, ca_signature_algorithms: Sequence[str] = (),
-                 revoked_host_keys: str | None = None, required_rsa_size: int = 1024) -> None:
+                 revoked_host_keys: str | None = None, required_rsa_size: int = 1024, *,
+                 unlisted: list[asyncssh.SSHKey] | None = None) -> None:
         self.accept_unknown = accept_unknown
         self.ca_signature_algorithms = tuple(ca_signature_algorithms) or algorithms.CA_SIGNATURES.defaults
         self.revoked_host_keys = revoked_host_keys
         self.required_rsa_size = required_rsa_size
+        #: Where the key known_hosts does not list is kept, for the refusal to name it.
+        self.unlisted = unlisted
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        if self.unlisted is not None:
+            self.unlisted.append(key)
         return self.accept_unknown
 
 
@@ -438,6 +442,24 @@ def _validate_server_host_key(self: asyncssh.SSHClientConnection, key_data: byte
 
 
 asyncssh.SSHClientConnection.validate_server_host_key = _validate_server_host_key  # type: ignore[method-assign]
+
+
+def _host_key_refusal(exc: asyncssh.HostKeyNotVerifiable, unlisted: Sequence[asyncssh.SSHKey],
+                      keys: known_hosts.HostKeys, host: ResolvedHost, label: str, why: str) -> HostKeyError:
+    """A refused host key as ssh tells it: changed (known_hosts lists another key), unknown (it
+    lists none), or refused by a rule (revoked, RequiredRSASize...: asyncssh's reason)."""
+    name = _lookup_name(host)
+    if not unlisted:  # refused before known_hosts was asked: a rule of ssh's, with its own reason
+        return HostKeyError(f"host key of {label} is not trusted: {exc.reason} (looked up as {name!r} in "
+                            f"{', '.join(host.known_hosts_files) or 'no file'}; {why})")
+    sent = unlisted[-1]
+    key_type, fingerprint = sent.get_algorithm(), str(sent.get_fingerprint("sha256"))
+    if keys.trusted:
+        return host_key_refusal.changed_key(label, name, key_type, fingerprint, keys)
+    if keys.cert_authorities:
+        return host_key_refusal.not_certified(label, name, key_type, fingerprint, keys)
+    return host_key_refusal.unknown_key(label, name, key_type, fingerprint,
+                                        ", ".join(host.known_hosts_files), why)
 
 
 def _lookup_name(host: ResolvedHost) -> str:
