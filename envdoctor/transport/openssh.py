@@ -74,6 +74,7 @@ def parse_ssh_g(text: str, destination: str) -> ResolvedHost:
         bind_address=single.get("bindaddress") or None,
         bind_interface=single.get("bindinterface") or None,
         connect_timeout=None if timeout == "none" else float(timeout),
+        connection_attempts=int(single.get("connectionattempts") or 1),
         ciphers=_algorithm_list(single, "ciphers"),
         kex_algorithms=_algorithm_list(single, "kexalgorithms"),
         macs=_algorithm_list(single, "macs"),

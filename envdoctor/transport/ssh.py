@@ -34,6 +34,7 @@ from envdoctor.errors import (
 )
 from envdoctor.logsafe import get_logger
 from envdoctor.transport import algorithms, ciphers, host_key_refusal, known_hosts, revoked_keys
+from envdoctor.transport.dial import dial, system_words
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import BoundedSink, pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
@@ -145,9 +146,11 @@ class SSHTransport(Transport):
         """Resolve the destination as OpenSSH does (``ssh -G``), then connect to exactly that:
         through each ProxyJump hop in turn, every hop's host key checked by its own settings.
 
-        Only connecting is retried, after a host refused or dropped the connection before the
-        SSH handshake finished (sshd's MaxStartups, a restarting daemon, a reset): nothing has
-        run on the host yet. A timeout, a refused key or a refused login is never retried.
+        The TCP connection is tried as ssh tries it: ``ConnectionAttempts`` times (ssh's default
+        is once), so a refused port fails at once (:mod:`dial`). A host that accepted and then
+        dropped the connection before the SSH handshake finished (sshd's MaxStartups, a
+        restarting daemon, a reset) is connected to again, up to ``connect_retries`` times:
+        nothing has run on the host yet. A timeout, a refused key or a refused login is never retried.
         """
         plan = await default_resolver(self.options).plan(self.target.host, self.target.user, self.target.port)
         tunnel: asyncssh.SSHClientConnection | None = None
@@ -211,6 +214,7 @@ class SSHTransport(Transport):
                     why: str, keys: known_hosts.HostKeys) -> asyncssh.SSHClientConnection:
         """One connection attempt; errors worth another attempt come out as :class:`_Retryable`."""
         where = f"{host.hostname}:{host.port}"
+        direct = "tunnel" not in kwargs and "proxy_command" not in kwargs
         unlisted: list[asyncssh.SSHKey] = []  # the key the host sent, when known_hosts does not list it
         try:
             options = _with_loaded_keys(kwargs)
@@ -219,7 +223,15 @@ class SSHTransport(Transport):
                 options["client_keys"] = _rsa_size_allowed(options["client_keys"], host.required_rsa_size)  # type: ignore[arg-type]
             options, agent = await _with_agent_keys(options, host.required_rsa_size, timeout)
             try:
+                if direct:  # ssh's own connect: its attempts, its words (transport.dial)
+                    options.pop("local_addr", None)
+                    options["sock"] = await dial(host.hostname, host.port, attempts=host.connection_attempts,
+                                                 timeout=timeout, label=label, local_addr=host.bind_address)
                 return await asyncssh.connect(host.hostname, **options)  # type: ignore[arg-type]  # kwargs built above
+            except BaseException:
+                if options.get("sock") is not None:
+                    options["sock"].close()  # type: ignore[attr-defined]  # (a no-op once asyncssh closed it)
+                raise
             finally:
                 if agent is not None:
                     agent.close()  # signing is over once connect returns (no agent forwarding)
@@ -247,8 +259,7 @@ class SSHTransport(Transport):
         except socket.gaierror as exc:
             raise ConnectError(f"cannot resolve {host.hostname} for {label}: {exc.strerror}") from exc
         except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            error = ConnectError(f"cannot reach {label} ({where}): {reason}")
+            error = ConnectError(f"cannot reach {label} ({where}): {system_words(exc)}")
             if isinstance(exc, ConnectionError) or exc.errno in _RETRYABLE_ERRNOS:
                 raise _Retryable(error) from exc
             raise error from exc
@@ -342,7 +353,7 @@ class SSHTransport(Transport):
         return completed.exit_status
 
 
-_RETRYABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})
+_RETRYABLE_ERRNOS = frozenset({errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})
 
 
 class _Retryable(Exception):

@@ -1,19 +1,23 @@
 """Connection failures told as ssh tells them, with real `ssh` on the same files as the oracle:
 a changed host key (the offending known_hosts line, the `ssh-keygen -R` that removes it, never
---accept-new) and an unknown one."""
+--accept-new), an unknown one, a refused port (at once, as often as ConnectionAttempts says)
+and a connect timeout."""
 
 from __future__ import annotations
 
 import json
 import re
 import shlex
+import socket
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.faults_support import results_by_id
-from tests.sshd import SSHServer, keygen
+from tests.sshd import SSHServer, free_port, keygen
 
 pytestmark = pytest.mark.e2e
 
@@ -86,3 +90,92 @@ def test_an_unknown_host_key_is_a_different_problem_from_a_changed_one(run_cli, 
     assert "host key of box" in result["message"] and "is unknown" in result["message"]
     assert words in result["message"]
     assert "--accept-new" in result["fix"]
+
+
+@pytest.mark.parametrize("attempts", [None, 2])
+def test_a_refused_port_is_named_as_ssh_names_it_and_tried_as_connection_attempts_says(run_cli, sshd, tmp_path,
+                                                                                       attempts):
+    """A closed port: ssh's own line ('connect to host 127.0.0.1 port P: Connection refused'),
+    one attempt by default (no retry logged), two with ConnectionAttempts 2, as ssh tries."""
+    port = free_port()
+    config = write_config(sshd, tmp_path, port=port,
+                          extra=f"  ConnectionAttempts {attempts}\n" if attempts else "")
+    oracle = ssh_stderr(config, "-v")
+    line = f"connect to host 127.0.0.1 port {port}: Connection refused"
+    assert f"ssh: {line}" in oracle
+    assert oracle.count("Trying again") == (attempts or 1) - 1, "the oracle tries as often as ConnectionAttempts says"
+    result, stderr = run_verbose(run_cli, config)
+    assert result["details"]["kind"] == "unreachable"
+    assert line in result["message"] and "Connect call failed" not in result["message"]
+    assert stderr.count("connect_retry") == (attempts or 1) - 1, stderr
+    if attempts:
+        assert f"({attempts} attempts, ConnectionAttempts {attempts})" in result["message"]
+
+
+def run_verbose(run_cli, config: Path, *args: str) -> tuple[dict, str]:
+    res = run_cli("-v", "check", "box", "--ssh-config", str(config), "--format", "json", "--only", "host.reachable",
+                  *args)
+    assert res.exit_status == 1 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    return results_by_id(json.loads(res.stdout)["hosts"][0])["host.reachable"], res.stderr
+
+
+@contextmanager
+def full_backlog() -> Iterator[int]:
+    """A port on 127.0.0.1 whose accept queue is full: the kernel drops further SYNs, so a
+    connect times out (a listener that never accepts, with its queue filled)."""
+    server = socket.socket()
+    fillers = []
+    try:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            try:
+                filler.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            fillers.append(filler)
+        yield port
+    finally:
+        for sock in (*fillers, server):
+            sock.close()
+
+
+def test_a_connect_timeout_is_named_as_ssh_names_it(run_cli, sshd, tmp_path):
+    """A port whose SYNs go unanswered: 'connect to host 127.0.0.1 port P: Connection timed out',
+    as ssh says it after ConnectTimeout."""
+    with full_backlog() as port:
+        config = write_config(sshd, tmp_path, port=port, extra="  ConnectTimeout 2\n")
+        oracle = ssh_stderr(config)
+        line = f"connect to host 127.0.0.1 port {port}: Connection timed out"
+        assert f"ssh: {line}" in oracle, oracle
+        result, _ = reachable(run_cli, config)
+    assert result["details"]["kind"] == "unreachable"
+    assert line in result["message"], result
+
+
+@pytest.mark.parametrize("value", [None, "1", "3", "0"])
+def test_connection_attempts_is_what_ssh_g_says_for_both_resolvers(tmp_path, monkeypatch, value):
+    """ConnectionAttempts as `ssh -G` resolves it (its default 1; 0 refused), from ssh -G and
+    from the built-in parser alike."""
+    import asyncio
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # every answer from ssh -G itself
+    from envdoctor.errors import ConfigError
+    from envdoctor.transport.openssh import HostResolver
+
+    config = tmp_path / "config"
+    config.write_text("Host a\n  HostName 10.0.0.5\n" + (f"  ConnectionAttempts {value}\n" if value else ""))
+    proc = subprocess.run(["ssh", "-G", "-F", str(config), "a"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30, check=False)
+    for ssh in ("ssh", None):
+        resolver = HostResolver(str(config), ssh=ssh)
+        if proc.returncode != 0:
+            assert "Invalid number of ConnectionAttempts" in proc.stderr
+            with pytest.raises(ConfigError, match="Invalid number of ConnectionAttempts"):
+                asyncio.run(resolver.resolve("a"))
+            continue
+        expected = int(re.search(r"^connectionattempts (\d+)$", proc.stdout, re.MULTILINE).group(1))
+        assert asyncio.run(resolver.resolve("a")).connection_attempts == expected
