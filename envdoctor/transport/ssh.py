@@ -242,10 +242,15 @@ class SSHTransport(Transport):
         except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
             raise AuthError(f"cannot use the private key for {label}: {exc}") from exc
         except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise ConnectError(f"{label} ({where}) did not answer within {timeout:g}s") from exc
+            # The TCP connection was made (dial) or is a tunnel's: what did not come is SSH's answer.
+            raise ConnectError(f"{label} ({where}) did not answer the SSH handshake within {timeout:g}s "
+                               "(ssh: Connection timed out during banner exchange)",
+                               hint="something that is not sshd, or an sshd too busy to answer, holds that port: "
+                                    "`ssh -v HOST true` shows where it stops") from exc
         except asyncssh.ConnectionLost as exc:
             # sshd closes a connection past MaxStartups before its banner: worth a retry.
-            error = ConnectError(f"{label} ({where}) closed the connection during the handshake")
+            error = ConnectError(f"{label} ({where}) closed the connection during the SSH handshake "
+                                 "(ssh: Connection closed by remote host)")
             raise _Retryable(error) from exc
         except asyncssh.KeyExchangeFailed as exc:
             raise ConnectError(

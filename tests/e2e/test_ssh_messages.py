@@ -1,7 +1,7 @@
 """Connection failures told as ssh tells them, with real `ssh` on the same files as the oracle:
 a changed host key (the offending known_hosts line, the `ssh-keygen -R` that removes it, never
---accept-new), an unknown one, a refused port (at once, as often as ConnectionAttempts says)
-and a connect timeout."""
+--accept-new), an unknown one, a refused port (at once, as often as ConnectionAttempts says),
+a connect timeout, and a server that accepts and never sends its SSH banner."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import re
 import shlex
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -154,6 +156,50 @@ def test_a_connect_timeout_is_named_as_ssh_names_it(run_cli, sshd, tmp_path):
         result, _ = reachable(run_cli, config)
     assert result["details"]["kind"] == "unreachable"
     assert line in result["message"], result
+
+
+@contextmanager
+def silent_server(lifetime: float = 60) -> Iterator[int]:
+    """A TCP listener on 127.0.0.1 that accepts every connection and never sends a byte
+    (no SSH banner); it closes everything after ``lifetime`` seconds whatever happens."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+    deadline = time.monotonic() + lifetime
+
+    def serve() -> None:
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:
+                accepted.append(server.accept()[0])
+            except (TimeoutError, OSError):
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        for sock in (*accepted, server):
+            sock.close()
+
+
+def test_a_server_that_never_sends_its_banner_is_a_handshake_timeout(run_cli, sshd, tmp_path):
+    """Accepted but silent: 'did not answer the SSH handshake within 2s', with ssh's 'Connection
+    timed out during banner exchange' (not 'closed the connection')."""
+    with silent_server() as port:
+        config = write_config(sshd, tmp_path, port=port)
+        oracle = ssh_stderr(config, "-o", "ConnectTimeout=2")
+        assert "Connection timed out during banner exchange" in oracle
+        result, _ = reachable(run_cli, config, "--connect-timeout", "2")
+    assert result["details"]["kind"] == "unreachable"
+    assert f"box (127.0.0.1:{port}) did not answer the SSH handshake within 2s" in result["message"], result
+    assert "Connection timed out during banner exchange" in result["message"]
+    assert "closed the connection" not in result["message"]
 
 
 @pytest.mark.parametrize("value", [None, "1", "3", "0"])
