@@ -12,6 +12,7 @@ _CONNECTION_WORDS = {
     "timeout": "host did not answer in time",
     "auth": "authentication failed",
     "host-key": "host key not trusted",
+    "host-key-changed": "host key changed",
 }
 
 GIB = 1024**3

@@ -45,12 +45,14 @@ class AuthError(TransportError):
 
 
 class HostKeyError(TransportError):
-    """The host's key is unknown or differs from known_hosts."""
+    """The host's key is not trusted: unknown, revoked, or refused by a rule of ssh's."""
 
-    hint = (
-        "verify the host key out of band; if it is new and expected, run `ssh HOST` once, "
-        "or pass --accept-new to record an unknown (never a changed) key"
-    )
+    hint = "verify the host key out of band (`ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub` on the host)"
+
+
+class HostKeyChangedError(HostKeyError):
+    """The host presented a key other than the one known_hosts holds for it (never accepted,
+    not even with --accept-new)."""
 
 
 class CommandTimeout(TransportError):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from envdoctor.config_trust import read_trusted_file
 from envdoctor.errors import ConfigError
 from envdoctor.logsafe import get_logger
+from envdoctor.suggestions import did_you_mean
 from envdoctor.transport.target import SSHTarget
 
 if TYPE_CHECKING:
@@ -527,10 +528,10 @@ def resolve_hosts(
     def unknown(name: str, *, given: str = "") -> None:
         assert alias_patterns is not None
         where = f"in {inventory.path}" if inventory.path else "in an envdoctor.toml"
-        nearest = alias_patterns.nearest(name, [*inventory.hosts, *inventory.groups])
         raise ConfigError(
             f"unknown host {name!r}{f' (in {given!r})' if given else ''}: not a host or group {where} and not a "
-            "Host in your SSH config" + (f" (did you mean {nearest!r}?)" if nearest else ""),
+            "Host in your SSH config" + did_you_mean(name, [*alias_patterns.literal_names, *inventory.hosts,
+                                                             *inventory.groups]),
             hint="add it to envdoctor.toml or ~/.ssh/config, or give user@host[:port] or ssh://[user@]host[:port]",
         )
 

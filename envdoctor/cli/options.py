@@ -23,7 +23,9 @@ Decorator = Callable[[F], F]
 #: Shared by every option that takes a file (a click type is only its settings; each new one
 #: costs gettext look-ups at start-up).
 FILE = click.Path(dir_okay=False)
-WRITABLE_FILE = click.Path(dir_okay=False, writable=True)
+#: --output: checked by validate_output alone, in its own words (click's checks would say
+#: "is not readable" of a file we only write, and "is a directory" before ours could say more).
+OUTPUT_FILE = click.Path(readable=False)
 
 #: Each shared option's value when given nothing (click's: () for a repeatable one, False for a flag).
 DEFAULTS: dict[str, Any] = {
@@ -126,7 +128,7 @@ def output_options(formats: Sequence[str] = FORMATS,
     return together(
         click.option("--format", "-f", "fmt", type=click.Choice(formats), default="text", show_default=True,
                      help=format_help),
-        click.option("--output", "-o", "output", type=WRITABLE_FILE, callback=validate_output,
+        click.option("--output", "-o", "output", type=OUTPUT_FILE, metavar="FILE", callback=validate_output,
                      help="Write the report to FILE instead of standard output "
                           "(its folder is created when missing)."),
     )

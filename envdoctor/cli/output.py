@@ -22,17 +22,22 @@ def validate_output(_ctx: click.Context, _param: click.Parameter, value: str | N
     """--output is checked before anything runs on a host: a report that cannot be written
     must not be found out after a fix changed the host."""
     if value is None or value == "-":
-        return value
+        return None  # `-o -`: standard output, as if no --output were given (not a file named "-")
+    if not value.strip():
+        raise click.BadParameter("names no file; give a file name, or - for standard output")
     path = Path(value).expanduser()
-    if path.is_dir():
-        raise click.BadParameter(f"{value} is a folder; give a file name inside it")
-    if path.exists():
-        if path.is_file() and not os.access(path, os.W_OK):
-            raise click.BadParameter(f"{value} is not writable")
-        return value
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent  # the folders missing on the way are created when the report is written
+    try:
+        if path.is_dir():
+            raise click.BadParameter(f"{value} is a folder; give a file name inside it")
+        if path.exists():  # a file, or /dev/stdout, a FIFO: written through
+            if not os.access(path, os.W_OK):
+                raise click.BadParameter(f"{value} is not writable")
+            return value
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent  # the folders missing on the way are created when the report is written
+    except PermissionError:  # a folder on the way that we may not look into
+        raise click.BadParameter(f"cannot create {value}: a folder on its path cannot be searched") from None
     if not folder.is_dir():
         raise click.BadParameter(f"cannot create {value}: {folder} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -27,6 +27,7 @@ from envdoctor.inventory import (
     parse_waivers,
     resolve_hosts,
 )
+from envdoctor.suggestions import did_you_mean
 from envdoctor.transport.target import SSHOptions
 
 
@@ -163,7 +164,8 @@ def check_waivers(graph: CheckGraph, cli_skip: Sequence[tuple[str, str]], invent
     for waived, where in named:
         check_id = waived.partition(SUBJECT_SEPARATOR)[0]  # CHECK:SUBJECT waives one finding of CHECK
         if check_id not in graph.checks:
-            raise UsageError(f"{where}: no check named {check_id!r} to waive", hint="`envdoctor checks` lists them")
+            raise UsageError(f"{where}: no check named {check_id!r} to waive{did_you_mean(check_id, graph.checks)}",
+                             hint="`envdoctor checks` lists them")
 
 
 def named_stage(inventory: Inventory, name: str) -> Stage:
@@ -171,7 +173,8 @@ def named_stage(inventory: Inventory, name: str) -> Stage:
     stage = inventory.stages.get(name)
     if stage is None:
         known = ", ".join(sorted(inventory.stages)) or "none"
-        raise UsageError(f"no stage named {name!r}", hint=f"stages in the inventory: {known}")
+        raise UsageError(f"no stage named {name!r}{did_you_mean(name, inventory.stages)}",
+                         hint=f"stages in the inventory: {known}")
     return stage
 
 

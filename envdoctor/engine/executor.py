@@ -26,6 +26,7 @@ from envdoctor.errors import (
     CommandTimeout,
     ConnectError,
     EnvdoctorError,
+    HostKeyChangedError,
     HostKeyError,
     ProbeError,
     TransportError,
@@ -69,9 +70,11 @@ class FleetSettings:
 
 
 def problem_from_error(exc: EnvdoctorError) -> Problem:
-    """The kind of problem an error is, for the report (unreachable, auth, host-key, timeout, probe)."""
+    """The kind of problem an error is, for the report (unreachable, auth, host-key,
+    host-key-changed, timeout, probe)."""
     kind = {
         HostKeyError: "host-key",
+        HostKeyChangedError: "host-key-changed",
         AuthError: "auth",
         ConnectError: "unreachable",
         CommandTimeout: "timeout",

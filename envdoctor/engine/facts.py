@@ -191,7 +191,8 @@ class ProgramOnPath:
 
 @dataclass(frozen=True)
 class Problem:
-    """Why facts could not be gathered: ``kind`` is unreachable, auth, host-key, timeout or probe."""
+    """Why facts could not be gathered: ``kind`` is unreachable, auth, host-key (unknown or
+    refused), host-key-changed, timeout or probe."""
 
     kind: str
     message: str

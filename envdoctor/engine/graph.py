@@ -24,6 +24,7 @@ from envdoctor.engine.results import SUBJECT_SEPARATOR, CheckResult, Status, err
 from envdoctor.errors import ConfigError
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
+from envdoctor.suggestions import did_you_mean
 
 log = get_logger(__name__)
 
@@ -147,7 +148,8 @@ class CheckGraph:
         while stack:
             current = stack.pop()
             if current not in self.checks:
-                raise ConfigError(f"no check named {current!r}", hint="`envdoctor checks` lists them")
+                raise ConfigError(f"no check named {current!r}{did_you_mean(current, self.checks)}",
+                                  hint="`envdoctor checks` lists them")
             if current not in wanted:
                 wanted.add(current)
                 stack.extend(self.checks[current].requires)

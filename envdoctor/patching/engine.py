@@ -37,6 +37,7 @@ from envdoctor.patching.proof import AddKeyword as AddKeyword  # re-exported: pa
 from envdoctor.patching.proof import Declared, prove
 from envdoctor.patching.proof import ReplaceStatement as ReplaceStatement
 from envdoctor.engine.results import Remedy
+from envdoctor.suggestions import did_you_mean
 from envdoctor.transport.interface import Transport
 
 if TYPE_CHECKING:
@@ -394,7 +395,8 @@ class PatchSet:
             if patch.id == patch_id:
                 return patch
         known = ", ".join(p.id for p in self.patches)
-        raise ConfigError(f"no patch named {patch_id!r}", hint=f"known patches: {known}")
+        raise ConfigError(f"no patch named {patch_id!r}{did_you_mean(patch_id, (p.id for p in self.patches))}",
+                          hint=f"known patches: {known}")
 
 
 @cache

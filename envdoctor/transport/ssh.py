@@ -33,7 +33,8 @@ from envdoctor.errors import (
     TransportError,
 )
 from envdoctor.logsafe import get_logger
-from envdoctor.transport import algorithms, ciphers, known_hosts, revoked_keys
+from envdoctor.transport import algorithms, ciphers, host_key_refusal, known_hosts, revoked_keys
+from envdoctor.transport.dial import dial, system_words
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport, shell_join
 from envdoctor.transport.local import BoundedSink, pump, read_bounded
 from envdoctor.transport.openssh import default_resolver
@@ -145,9 +146,11 @@ class SSHTransport(Transport):
         """Resolve the destination as OpenSSH does (``ssh -G``), then connect to exactly that:
         through each ProxyJump hop in turn, every hop's host key checked by its own settings.
 
-        Only connecting is retried, after a host refused or dropped the connection before the
-        SSH handshake finished (sshd's MaxStartups, a restarting daemon, a reset): nothing has
-        run on the host yet. A timeout, a refused key or a refused login is never retried.
+        The TCP connection is tried as ssh tries it: ``ConnectionAttempts`` times (ssh's default
+        is once), so a refused port fails at once (:mod:`dial`). A host that accepted and then
+        dropped the connection before the SSH handshake finished (sshd's MaxStartups, a
+        restarting daemon, a reset) is connected to again, up to ``connect_retries`` times:
+        nothing has run on the host yet. A timeout, a refused key or a refused login is never retried.
         """
         plan = await default_resolver(self.options).plan(self.target.host, self.target.user, self.target.port)
         tunnel: asyncssh.SSHClientConnection | None = None
@@ -183,7 +186,7 @@ class SSHTransport(Transport):
         delays = retry_delays(self.options.connect_retries, self.options.retry_backoff)
         for attempt in range(len(delays) + 1):
             try:
-                conn = await self._open(kwargs, host, label, timeout, why)
+                conn = await self._open(kwargs, host, label, timeout, why, keys)
                 break
             except _Retryable as exc:
                 if attempt == len(delays):
@@ -208,33 +211,46 @@ class SSHTransport(Transport):
         return conn
 
     async def _open(self, kwargs: dict[str, object], host: ResolvedHost, label: str, timeout: float,
-                    why: str) -> asyncssh.SSHClientConnection:
+                    why: str, keys: known_hosts.HostKeys) -> asyncssh.SSHClientConnection:
         """One connection attempt; errors worth another attempt come out as :class:`_Retryable`."""
         where = f"{host.hostname}:{host.port}"
+        direct = "tunnel" not in kwargs and "proxy_command" not in kwargs
+        unlisted: list[asyncssh.SSHKey] = []  # the key the host sent, when known_hosts does not list it
         try:
             options = _with_loaded_keys(kwargs)
+            options["client_factory"] = functools.partial(options["client_factory"], unlisted=unlisted)  # type: ignore[arg-type]
             if options.get("client_keys"):
                 options["client_keys"] = _rsa_size_allowed(options["client_keys"], host.required_rsa_size)  # type: ignore[arg-type]
             options, agent = await _with_agent_keys(options, host.required_rsa_size, timeout)
             try:
+                if direct:  # ssh's own connect: its attempts, its words (transport.dial)
+                    options.pop("local_addr", None)
+                    options["sock"] = await dial(host.hostname, host.port, attempts=host.connection_attempts,
+                                                 timeout=timeout, label=label, local_addr=host.bind_address)
                 return await asyncssh.connect(host.hostname, **options)  # type: ignore[arg-type]  # kwargs built above
+            except BaseException:
+                if options.get("sock") is not None:
+                    options["sock"].close()  # type: ignore[attr-defined]  # (a no-op once asyncssh closed it)
+                raise
             finally:
                 if agent is not None:
                     agent.close()  # signing is over once connect returns (no agent forwarding)
         except asyncssh.HostKeyNotVerifiable as exc:
-            raise HostKeyError(
-                f"host key of {label} ({where}) is not trusted: {exc.reason} "
-                f"(looked up as {_lookup_name(host)!r} in {', '.join(host.known_hosts_files) or 'no file'}; {why})"
-            ) from exc
+            raise _host_key_refusal(exc, unlisted, keys, host, f"{label} ({where})", why) from exc
         except asyncssh.PermissionDenied as exc:
             raise AuthError(f"{label} refused authentication for {host.user}@{where}: {exc.reason}") from exc
         except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
             raise AuthError(f"cannot use the private key for {label}: {exc}") from exc
         except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise ConnectError(f"{label} ({where}) did not answer within {timeout:g}s") from exc
+            # The TCP connection was made (dial) or is a tunnel's: what did not come is SSH's answer.
+            raise ConnectError(f"{label} ({where}) did not answer the SSH handshake within {timeout:g}s "
+                               "(ssh: Connection timed out during banner exchange)",
+                               hint="something that is not sshd, or an sshd too busy to answer, holds that port: "
+                                    "`ssh -v HOST true` shows where it stops") from exc
         except asyncssh.ConnectionLost as exc:
             # sshd closes a connection past MaxStartups before its banner: worth a retry.
-            error = ConnectError(f"{label} ({where}) closed the connection during the handshake")
+            error = ConnectError(f"{label} ({where}) closed the connection during the SSH handshake "
+                                 "(ssh: Connection closed by remote host)")
             raise _Retryable(error) from exc
         except asyncssh.KeyExchangeFailed as exc:
             raise ConnectError(
@@ -248,8 +264,7 @@ class SSHTransport(Transport):
         except socket.gaierror as exc:
             raise ConnectError(f"cannot resolve {host.hostname} for {label}: {exc.strerror}") from exc
         except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            error = ConnectError(f"cannot reach {label} ({where}): {reason}")
+            error = ConnectError(f"cannot reach {label} ({where}): {system_words(exc)}")
             if isinstance(exc, ConnectionError) or exc.errno in _RETRYABLE_ERRNOS:
                 raise _Retryable(error) from exc
             raise error from exc
@@ -343,7 +358,7 @@ class SSHTransport(Transport):
         return completed.exit_status
 
 
-_RETRYABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})
+_RETRYABLE_ERRNOS = frozenset({errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})
 
 
 class _Retryable(Exception):
@@ -385,13 +400,18 @@ class _HostKeyClient(asyncssh.SSHClient):
     :func:`_validate_server_host_key`."""
 
     def __init__(self, accept_unknown: bool, ca_signature_algorithms: Sequence[str] = (),
-                 revoked_host_keys: str | None = None, required_rsa_size: int = 1024) -> None:
+                 revoked_host_keys: str | None = None, required_rsa_size: int = 1024, *,
+                 unlisted: list[asyncssh.SSHKey] | None = None) -> None:
         self.accept_unknown = accept_unknown
         self.ca_signature_algorithms = tuple(ca_signature_algorithms) or algorithms.CA_SIGNATURES.defaults
         self.revoked_host_keys = revoked_host_keys
         self.required_rsa_size = required_rsa_size
+        #: Where the key known_hosts does not list is kept, for the refusal to name it.
+        self.unlisted = unlisted
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        if self.unlisted is not None:
+            self.unlisted.append(key)
         return self.accept_unknown
 
 
@@ -438,6 +458,24 @@ def _validate_server_host_key(self: asyncssh.SSHClientConnection, key_data: byte
 
 
 asyncssh.SSHClientConnection.validate_server_host_key = _validate_server_host_key  # type: ignore[method-assign]
+
+
+def _host_key_refusal(exc: asyncssh.HostKeyNotVerifiable, unlisted: Sequence[asyncssh.SSHKey],
+                      keys: known_hosts.HostKeys, host: ResolvedHost, label: str, why: str) -> HostKeyError:
+    """A refused host key as ssh tells it: changed (known_hosts lists another key), unknown (it
+    lists none), or refused by a rule (revoked, RequiredRSASize...: asyncssh's reason)."""
+    name = _lookup_name(host)
+    if not unlisted:  # refused before known_hosts was asked: a rule of ssh's, with its own reason
+        return HostKeyError(f"host key of {label} is not trusted: {exc.reason} (looked up as {name!r} in "
+                            f"{', '.join(host.known_hosts_files) or 'no file'}; {why})")
+    sent = unlisted[-1]
+    key_type, fingerprint = sent.get_algorithm(), str(sent.get_fingerprint("sha256"))
+    if keys.trusted:
+        return host_key_refusal.changed_key(label, name, key_type, fingerprint, keys)
+    if keys.cert_authorities:
+        return host_key_refusal.not_certified(label, name, key_type, fingerprint, keys)
+    return host_key_refusal.unknown_key(label, name, key_type, fingerprint,
+                                        ", ".join(host.known_hosts_files), why)
 
 
 def _lookup_name(host: ResolvedHost) -> str:

@@ -10,8 +10,7 @@ naming the file and line.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from envdoctor.transport.ssh_config import include_paths, match_pattern, read_config, strdelim_words
@@ -48,10 +47,6 @@ class ConfigHostNames:
             if name in patterns and not any(match_pattern(name, p[1:]) for p in patterns if p.startswith("!")):
                 return True
         return name in self.match_names
-
-    def nearest(self, name: str, others: Iterable[str] = ()) -> str | None:
-        close = difflib.get_close_matches(name, [*self.literal_names, *others], n=1, cutoff=0.6)
-        return close[0] if close else None
 
 
 def config_host_names(files: Sequence[tuple[str, bool]]) -> ConfigHostNames:

@@ -53,7 +53,7 @@ SINGLE = frozenset({"hostname", "port", "user", "identityfile", "identitiesonly"
                     "stricthostkeychecking", "hostkeyalias", "checkhostip", "connecttimeout",
                     "canonicalizehostname", "ciphers", "kexalgorithms", "macs", "hostkeyalgorithms",
                     "pubkeyacceptedalgorithms", "hashknownhosts", "casignaturealgorithms", "revokedhostkeys",
-                    "requiredrsasize", "bindaddress", "bindinterface"})
+                    "requiredrsasize", "bindaddress", "bindinterface", "connectionattempts"})
 #: Old spellings readconf.c reads as another keyword.
 KEYWORD_ALIASES = {"pubkeyacceptedkeytypes": "pubkeyacceptedalgorithms"}
 
@@ -294,7 +294,7 @@ def apply_keyword(state: Evaluation, line: Line, active: bool) -> None:
         if value.lower() not in STRICT_VALUES:
             raise ConfigError(f"{where}: bad StrictHostKeyChecking value {value!r}")
         parsed = STRICT_VALUES[value.lower()]
-    elif keyword == "requiredrsasize":
+    elif keyword in ("requiredrsasize", "connectionattempts"):
         parsed = int(value)  # an integer: check_value refused anything else
     elif keyword == "connecttimeout":
         parsed = None if value == "none" else parse_time(value, where)
@@ -519,6 +519,9 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
     # ssh expands neither ~ nor tokens in GlobalKnownHostsFile (``ssh -G`` prints it as written).
     global_known = tuple(get("globalknownhostsfile", DEFAULT_GLOBAL_KNOWN_HOSTS))  # type: ignore[call-overload]  # a tuple
     timeout = get("connecttimeout", None)
+    attempts = int(get("connectionattempts", 1))  # type: ignore[call-overload]  # an int by construction
+    if attempts < 1:
+        raise ConfigError(f"{sources['connectionattempts']}: Invalid number of ConnectionAttempts")  # (ssh.c's words)
     check_expansions(values, context, state.forward_paths)
     agent, agent_where = values.get("expand:identityagent", (None, ""))
     if agent is not None and agent != "none":
@@ -543,6 +546,7 @@ def finish(state: Evaluation, destination: str) -> ResolvedHost:
         bind_address=str(get("bindaddress", "")) or None,
         bind_interface=str(get("bindinterface", "")) or None,
         connect_timeout=float(timeout) if timeout is not None else None,  # type: ignore[arg-type]  # float or None
+        connection_attempts=attempts,
         ciphers=algorithms.assemble(algorithms.CIPHERS, get("ciphers", None)),  # type: ignore[arg-type]  # a str or None
         kex_algorithms=algorithms.assemble(algorithms.KEX, get("kexalgorithms", None)),  # type: ignore[arg-type]
         macs=algorithms.assemble(algorithms.MACS, get("macs", None)),  # type: ignore[arg-type]

@@ -45,7 +45,9 @@ class SSHOptions:
     #: ``StrictHostKeyChecking no`` is not honoured.
     allow_no_host_key_check: bool = False
     keepalive_interval: float = 15.0
-    #: Further connect attempts after a refused or dropped (never a timed-out) connection.
+    #: Further connections after one the host accepted and then dropped before the SSH
+    #: handshake finished (MaxStartups). A connection that cannot be made at all is tried as
+    #: often as the host's ConnectionAttempts says, as ssh tries it.
     connect_retries: int = 3
     #: First pause between attempts, in seconds; doubled each time, with jitter.
     retry_backoff: float = 0.25
@@ -103,6 +105,8 @@ class ResolvedHost:
     #: or ``$VAR``; None when not set (the environment's SSH_AUTH_SOCK, as for ssh).
     identity_agent: str | None = None
     connect_timeout: float | None = None
+    #: ConnectionAttempts: how many times the TCP connection is tried, a second apart (ssh's default: once).
+    connection_attempts: int = 1
     #: The ciphers ssh would offer, in its order (``Ciphers`` assembled); None: OpenSSH's defaults.
     ciphers: tuple[str, ...] | None = None
     #: Likewise ``KexAlgorithms``, ``MACs``, ``HostKeyAlgorithms`` and ``PubkeyAcceptedAlgorithms``

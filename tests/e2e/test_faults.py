@@ -27,7 +27,7 @@ def test_blackholed_host_ends_as_error_after_connect_timeout_while_others_finish
     void = results_by_id(hosts["void"])["host.reachable"]
     assert void["status"] == "error"
     assert void["details"]["kind"] == "unreachable"
-    assert "did not answer within 3s" in void["message"]
+    assert "did not answer the SSH handshake within 3s" in void["message"]
     # A timeout is never retried: one connection, and the run ends soon after the timeout.
     assert started["void"].stats.connections == 1
     assert elapsed < 3 + 15, elapsed

@@ -76,8 +76,8 @@ def test_wrong_host_key_is_refused_distinctly(run_cli, sshd, tmp_path):
     assert res.exit_status == 1
     reachable = results_by_id(json.loads(res.stdout)["hosts"][0])["host.reachable"]
     assert reachable["status"] == "error"
-    assert reachable["details"]["kind"] == "host-key"
-    assert "host key" in reachable["message"]
+    assert reachable["details"]["kind"] == "host-key-changed"
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in reachable["message"]
 
 
 def test_unknown_host_key_needs_accept_new(run_cli, sshd, tmp_path):

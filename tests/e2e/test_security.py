@@ -33,7 +33,8 @@ def test_changed_host_key_is_refused_even_with_accept_new(run_cli, sshd, tmp_pat
     assert res.exit_status == 1
     reachable = results_by_id(json.loads(res.stdout)["hosts"][0])["host.reachable"]
     assert reachable["status"] == "error"
-    assert reachable["details"]["kind"] == "host-key"
+    assert reachable["details"]["kind"] == "host-key-changed"
+    assert "accept-new" not in reachable["fix"], "--accept-new cannot record a changed key: never the advice"
     assert known.read_bytes() == before, "a changed key must never be written to known_hosts"
 
 

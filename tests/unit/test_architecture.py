@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Low to high: a module may import its own layer and those below, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("envdoctor", "envdoctor.errors", "envdoctor.logsafe", "envdoctor.config_trust", "envdoctor.untrusted",
-     "envdoctor.safe_text"),
+     "envdoctor.safe_text", "envdoctor.suggestions"),
     ("envdoctor.probe.host",),
     ("envdoctor.transport",),
     ("envdoctor.probe",),
@@ -170,7 +170,7 @@ def test_few_modules_sit_at_the_top_of_envdoctor():
     """The top of the package holds only the foundation modules; the rest live in packages by domain."""
     top = sorted(p.stem for p in (ROOT / "envdoctor").glob("*.py"))
     assert top == ["__init__", "__main__", "config_trust", "errors", "inventory", "logsafe", "safe_text",
-                   "untrusted"], top
+                   "suggestions", "untrusted"], top
 
 
 #: The probe's bootstrap travels in argv (``python -c``), compacted to a few hundred bytes;

@@ -12,6 +12,7 @@ from envdoctor.cli.output import emit
 from envdoctor.errors import ConfigError, UsageError
 from envdoctor.patching.engine import generic_patches, load_patches
 from envdoctor.report.listing import render_patch, render_patch_list
+from envdoctor.suggestions import did_you_mean
 
 
 @click.group("patches")
@@ -48,5 +49,6 @@ def known_patch(patch_id: str, patch_files: tuple[str, ...]) -> Any:
         return load_patches(patch_files).get(patch_id)
     except ConfigError:
         known = [p.id for p in load_patches(patch_files).patches] + [g.id for g in generic_patches()]
-        raise UsageError(f"no patch named {patch_id!r}", hint=f"known patches: {', '.join(known)} "
+        raise UsageError(f"no patch named {patch_id!r}{did_you_mean(patch_id, known)}",
+                         hint=f"known patches: {', '.join(known)} "
                          "(`envdoctor patches list`; a patch of your own needs --patches FILE)") from None
