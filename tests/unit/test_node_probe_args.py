@@ -40,11 +40,19 @@ def test_probe_honours_the_root_only_when_its_environment_agrees(monkeypatch: py
     assert node_probe.node_test_root({"test_root": str(tmp_path) + "/"}) == str(tmp_path)
 
 
-def test_host_modules_define_each_top_level_name_once() -> None:
-    """The probe's modules are concatenated into one program: two definitions of a name would
-    silently replace one another."""
+#: Host programs of their own (not concatenated with the probe's sections), by program.
+SEPARATE_PROGRAMS = ({"atomic_write", "patch_writer"}, {"stage_env", "stage_supervisor"}, {"stage_env", "stage_detacher"})
+
+
+@pytest.mark.parametrize("program", [None, *SEPARATE_PROGRAMS])
+def test_host_modules_define_each_top_level_name_once(program: set[str] | None) -> None:
+    """The modules of one host program (the probe's sections; each other program) are
+    concatenated: two definitions of a name would silently replace one another."""
+    separate = set().union(*SEPARATE_PROGRAMS)
     seen: dict[str, list[str]] = defaultdict(list)
     for path in sorted(HOST_MODULES.glob("*.py")):
+        if path.stem == "__init__" or (path.stem in separate if program is None else path.stem not in program):
+            continue
         for node in ast.parse(path.read_text("utf-8")).body:
             names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [
                 t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]

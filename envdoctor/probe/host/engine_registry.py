@@ -271,7 +271,7 @@ def excerpt(engines, types, archs):
     return out
 
 
-def _record_digest(path):
+def _registry_record_digest(path):
     try:
         with open_regular(os.path.join(path, "RECORD")) as handle:
             return hashlib.sha1(handle.read()).hexdigest()
@@ -287,7 +287,7 @@ def architecture_section(args, emit):
     models = [os.path.abspath(os.path.expanduser(m)) for m in args.get("models") or []]
     found = dict((n, find_engine(sites, n)) for n in ENGINES)
     key = hashlib.sha1(json.dumps([args.get("code"), sys.version, sorted(
-        (n, f["dist_info"], _record_digest(f["dist_info"])) for n, f in found.items() if f)]).encode("utf-8")).hexdigest()
+        (n, f["dist_info"], _registry_record_digest(f["dist_info"])) for n, f in found.items() if f)]).encode("utf-8")).hexdigest()
     folder = drift_cache_folder(prefix)
     use_cache = args.get("cache", True) and models
     engines = read_cache(folder, key, ARCHITECTURE_CACHE_NAME) if use_cache else None

@@ -46,7 +46,7 @@ FULL_HASH_MAX = 1 << 20
 MODEL_FULL_HASH_MAX = 256 << 20
 SAMPLES = 4
 SAMPLE_BYTES = 64 * 1024
-MAX_LISTED = 20
+DIGEST_MAX_LISTED = 20
 MAX_MODEL_FILES = 10000
 MAX_MODEL_DEPTH = 3
 MAX_DIST_FILES = 200000
@@ -295,13 +295,13 @@ def package_rows(folder):
 
 
 #: A RECORD larger than this is not one pip wrote (torch's is 2 MB).
-RECORD_LIMIT = 64 << 20
+DIGEST_RECORD_LIMIT = 64 << 20
 
 
 def open_and_read(path):
     fd, info = open_for_hash(path)
     try:
-        return os.read(fd, min(info.st_size + 1, RECORD_LIMIT)).decode("utf-8", "surrogateescape")
+        return os.read(fd, min(info.st_size + 1, DIGEST_RECORD_LIMIT)).decode("utf-8", "surrogateescape")
     finally:
         os.close(fd)
 
@@ -326,11 +326,11 @@ def distribution_digest(site, key, name, version, folder, cache, budget):
             result["sampled"] += 1
         if how == "missing":
             result["missing_count"] += 1
-            if len(result["missing"]) < MAX_LISTED:
+            if len(result["missing"]) < DIGEST_MAX_LISTED:
                 result["missing"].append(relpath)
         elif changed(value, how, key_now, algo, digest, size):
             result["modified_count"] += 1
-            if len(result["modified"]) < MAX_LISTED:
+            if len(result["modified"]) < DIGEST_MAX_LISTED:
                 result["modified"].append(relpath)
     if len(rows) > MAX_DIST_FILES:
         result["unhashed"] += len(rows) - MAX_DIST_FILES
