@@ -12,7 +12,6 @@ this machine's venv, cold (empty cache) and warm.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -70,6 +69,7 @@ def requests(root: Path) -> dict[str, dict[str, Any]]:
 def record(root: Path) -> list[str]:
     """Run the real probe for each request; return sim_fleet's --answer-for arguments."""
     from envdoctor.probe.program import build_program, encode_stdin, probe_command, venv_pythons
+    from sim_fleet import sections_digest  # (bench/ is this script's folder, first on sys.path)
 
     found = []
     for name, request in requests(root).items():
@@ -78,8 +78,7 @@ def record(root: Path) -> list[str]:
         answer = subprocess.run(argv, input=stdin, capture_output=True, check=True, timeout=600).stdout
         path = root / f"answer-{name}"
         path.write_bytes(answer)
-        request_line = stdin.split(b"\n", 1)[0]
-        found += ["--answer-for", f"{hashlib.sha256(request_line).hexdigest()}={path}"]
+        found += ["--answer-for", f"{sections_digest(request)}={path}"]
     return found
 
 
@@ -103,6 +102,7 @@ def host_cost(root: Path) -> dict[str, float]:
     """Seconds the digests section takes on this machine for the job: cold, then from its cache."""
     from envdoctor.operations.gather import build_request
     from envdoctor.probe.program import build_program, encode_stdin, probe_command, venv_pythons
+    from sim_fleet import sections_digest  # (bench/ is this script's folder, first on sys.path)
 
     request = build_request(job_spec(root), ["digests"])
     stdin = encode_stdin({"sections": request}, build_program(request))

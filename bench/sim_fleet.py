@@ -9,8 +9,8 @@ while the hosts cost almost nothing, and a 2-core machine can stand in for 1,000
 
     python bench/sim_fleet.py --port 22001 --host-key KEY --answer ANSWER_FILE [--answer-for SHA256=FILE ...]
 
-``--answer-for`` answers a probe whose request line (the first line of its standard input)
-has that SHA-256 with FILE instead (``check``, ``diff`` and ``check`` of a ``same = true`` group
+``--answer-for`` answers a probe whose requested sections (the request line's ``sections``,
+as :func:`sections_digest` hashes them) have that SHA-256 with FILE instead (``check``, ``diff`` and ``check`` of a ``same = true`` group
 ask for different sections). It prints ``ready PORT`` once listening and serves until killed. It accepts any user and any
 public key: it is a benchmark stand-in bound to 127.0.0.1, never a server to expose.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -37,6 +38,12 @@ class AnyKeyServer(asyncssh.SSHServer):
         return True  # the signature is still verified by asyncssh: the client does the real work
 
 
+def sections_digest(sections: object) -> str:
+    """What --answer-for keys an answer by: the sections asked for, with their arguments (the
+    request line's other fields, its deadline among them, differ from run to run)."""
+    return hashlib.sha256(json.dumps(sections, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 async def serve(port: int, host_key: Path, default: bytes, distinct: bool = False,
                 answers: dict[str, bytes] | None = None) -> None:
     served = [0]
@@ -44,10 +51,12 @@ async def serve(port: int, host_key: Path, default: bytes, distinct: bool = Fals
 
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         try:
-            stdin = await process.stdin.read()
+            # The request line says how long the program is; stdin stays open after it while
+            # the probe runs (envdoctor closes it when it leaves), as on a real host.
+            request = json.loads(await process.stdin.readline())
+            await process.stdin.readexactly(request["size"])
             served[0] += 1
-            request = hashlib.sha256(stdin.split(b"\n", 1)[0]).hexdigest()
-            answer = by_request.get(request, default)
+            answer = by_request.get(sections_digest(request.get("sections")), default)
             # --distinct: every host's environments differ (its kernel release), as on a
             # fleet of mixed images: no two answers have the same venvs line.
             mark = b'"platform_release": "%d.%d-' % (port, served[0])

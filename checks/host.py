@@ -134,3 +134,35 @@ def disk(ctx: CheckContext) -> CheckResult:
     if lowest.free < DISK_WARN_BYTES:
         return warned(text, **details)
     return passed(text, **details)
+
+
+#: Skipped files named in the message (the rest are counted; all are in the details).
+SKIPPED_NAMED = 5
+
+
+@check(
+    "host.probe",
+    facts=(),
+    title="The probe finished and read every file it looked at",
+    requires=["host.python"],
+    why="what the probe did not finish before its deadline, or a file it left unread (a FIFO, a device, a "
+        "planted multi-GiB file, one you may not read), is missing from every verdict that needs it",
+)
+def probe_complete(ctx: CheckContext) -> CheckResult:
+    probe = ctx.facts.probe
+    count = len(probe.skipped) + probe.skipped_more
+    parts = []
+    if probe.unfinished:
+        parts.append(f"stopped at its deadline before finishing {', '.join(probe.unfinished)}: "
+                     f"{probe.errors.get(probe.unfinished[0], '').strip()}")
+    if count:
+        named = "; ".join(s.describe() for s in probe.skipped[:SKIPPED_NAMED])
+        rest = count - min(len(probe.skipped), SKIPPED_NAMED)
+        parts.append(f"{count} file{'s' if count > 1 else ''} not read: {named}" + (f" (and {rest} more)" if rest else ""))
+    if not parts:
+        return passed("every section finished; every file the probe looked at was read")
+    return warned("; ".join(parts), unfinished=list(probe.unfinished),
+                  skipped=[{"section": s.section, "path": s.path, "why": s.why} for s in probe.skipped],
+                  skipped_more=probe.skipped_more,
+                  remedy=Remedy(summary="give the host more time (--timeout) or remove what the probe stalls on",
+                                automatic=False) if probe.unfinished else None)

@@ -245,6 +245,9 @@ class RecordAuditor:
         ledger = output.sections.get(LEDGER_SECTION)
         files, ledger_notes = reconcile(output.items.get(AUDIT_SECTION, []), ledger)
         notes = list(data.get("notes") or []) + ledger_notes
+        notes.extend(f"not read: {s.describe()}" for s in output.skipped)
+        if output.skipped_more:
+            notes.append(f"not read: {output.skipped_more} more files")
         if LEDGER_SECTION in output.errors:
             notes.append("the patch ledger could not be read: " + output.errors[LEDGER_SECTION].strip().splitlines()[-1])
         return HostAudit(

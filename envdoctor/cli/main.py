@@ -4,6 +4,7 @@ only when it runs (``envdoctor --help`` lists them from their summaries alone)."
 from __future__ import annotations
 
 import gc
+import signal
 
 import click
 
@@ -44,6 +45,10 @@ def cli(verbose: int) -> None:
     click.get_current_context().meta[VERBOSE_KEY] = verbose
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     # A fleet's probe answers are thousands of new (acyclic) containers per host; with the
     # default thresholds the cyclic collector would walk the whole heap again and again
@@ -51,6 +56,9 @@ def main() -> None:
     # and it runs after 50,000 allocations instead of 700: cycles are still collected.
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+    # SIGTERM ends a run as Ctrl-C does: what it started on hosts is stopped on the way out
+    # (their watchdogs would end it anyway once the connection closes).
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         cli(prog_name="envdoctor")
     except KeyboardInterrupt:  # Ctrl-C before a command's own handler was in place

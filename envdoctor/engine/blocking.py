@@ -104,8 +104,11 @@ class BlockingLocalTransport(Transport):
         stdin: bytes | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        hold_stdin: bool = False,
     ) -> CommandResult:
         limit, budget = timeout, False
+        if hold_stdin and stdin is None:
+            stdin = b""
         if self.deadline is not None:
             left = max(0.0, self.deadline - time.monotonic())
             if limit is None or left < limit:
@@ -122,7 +125,8 @@ class BlockingLocalTransport(Transport):
         except OSError as exc:
             raise TransportError(f"cannot run {argv[0]} locally: {exc}") from exc
         try:
-            out, out_cut, err, err_cut = _exchange(proc, stdin, None if limit is None else time.monotonic() + limit)
+            out, out_cut, err, err_cut = _exchange(proc, stdin, None if limit is None else time.monotonic() + limit,
+                                                   hold_stdin)
         except subprocess.TimeoutExpired:
             _stop(proc)
             if budget:
@@ -131,7 +135,10 @@ class BlockingLocalTransport(Transport):
         except BaseException:  # Ctrl-C: the command must not outlive us
             _stop(proc)
             raise
-        return CommandResult(tuple(argv), proc.wait(), out, err, out_cut or err_cut)
+        status = proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()  # (held open until now: see Transport.run)
+        return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
 
     async def stream(
         self,
@@ -148,10 +155,11 @@ class BlockingLocalTransport(Transport):
         return result.exit_status
 
 
-def _exchange(proc: subprocess.Popen[bytes], data: bytes | None,
-              until: float | None) -> tuple[bytes, bool, bytes, bool]:
-    """Feed stdin and read both outputs to their ends (each kept up to MAX_OUTPUT_BYTES)
-    before ``until``; raises subprocess.TimeoutExpired after it."""
+def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, until: float | None,
+              hold_stdin: bool = False) -> tuple[bytes, bool, bytes, bool]:
+    """Feed stdin (closed after the data unless ``hold_stdin``) and read both outputs to their
+    ends (each kept up to MAX_OUTPUT_BYTES) before ``until``; raises subprocess.TimeoutExpired
+    after it."""
     kept: dict[Any, list[bytes]] = {proc.stdout: [], proc.stderr: []}
     sizes = {proc.stdout: 0, proc.stderr: 0}
     cut = {proc.stdout: False, proc.stderr: False}
@@ -160,7 +168,7 @@ def _exchange(proc: subprocess.Popen[bytes], data: bytes | None,
         if proc.stdin is not None:
             if view:
                 selector.register(proc.stdin, selectors.EVENT_WRITE)
-            else:
+            elif not hold_stdin:
                 proc.stdin.close()
         for stream in (proc.stdout, proc.stderr):
             selector.register(stream, selectors.EVENT_READ)
@@ -176,7 +184,8 @@ def _exchange(proc: subprocess.Popen[bytes], data: bytes | None,
                         sent = len(view)  # the command did not want all of it; its status says why
                     if sent >= len(view):
                         selector.unregister(proc.stdin)
-                        proc.stdin.close()
+                        if not hold_stdin:
+                            proc.stdin.close()
                     continue
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:

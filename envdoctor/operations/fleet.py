@@ -7,6 +7,8 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 
 from __future__ import annotations
 
+import posixpath
+import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -17,6 +19,7 @@ from envdoctor.engine.graph import CheckGraph
 from envdoctor.engine.results import SUBJECT_SEPARATOR, CheckResult, Remedy, Status
 from envdoctor.errors import EnvdoctorError, TransportError
 from envdoctor.install.index_credentials import wrapped_command
+from envdoctor.transport.watched import run_watched
 from envdoctor.inventory import HostSpec
 from envdoctor.logsafe import get_logger
 from envdoctor.operations.gather import default_sections, gather_facts, resolve_venv
@@ -146,11 +149,20 @@ class FleetReport:
 RemedyRunner = Callable[[Transport, HostSpec, str, Remedy, bool], Awaitable[Action]]
 
 
+#: Seconds a remedy command (pip) may take on a host, and a probe at most.
+REMEDY_TIMEOUT = 1800
+PROBE_TIMEOUT = 300
+
+
 async def run_remedy_argv(transport: Transport, remedy: Remedy, argv: Sequence[str] | None = None) -> CommandResult:
-    """The one place a command remedy (or pip's plan of it, ``argv``) is started on a host."""
+    """The one place a command remedy (or pip's plan of it, ``argv``) is started on a host:
+    under the host-side supervisor, so an interrupted or killed envdoctor leaves no pip
+    running (SIGINT first: pip ends as its own Ctrl-C ends it)."""
+    chosen = list(remedy.argv if argv is None else argv)
     # Index URLs (and their passwords) go to pip's environment over stdin, never on its argv.
-    command, stdin = wrapped_command(remedy.argv if argv is None else argv)
-    return await transport.run(command, stdin=stdin, timeout=1800)
+    command, stdin = wrapped_command(chosen)
+    python = chosen[0] if posixpath.basename(chosen[0]).startswith("python") else "python3"
+    return await run_watched(transport, command, python=python, stdin=stdin, stop="INT", timeout=REMEDY_TIMEOUT)
 
 
 async def run_command_remedy(
@@ -220,6 +232,15 @@ class HostRun:
         self.progress = progress or (lambda host, phase: None)
         self.extra_sections = tuple(extra_sections)
         self.overrides = overrides
+        # The host's whole budget (--timeout) runs from about here: the executor made this run
+        # once the host was connected (the connection's own seconds are not counted).
+        self.started = time.monotonic()
+
+    @property
+    def until(self) -> float | None:
+        """When the host's whole budget (--timeout) ends (time.monotonic): the probe's own
+        deadline comes before it, so it reports what it did not finish before envdoctor gives up."""
+        return None if self.settings.timeout is None else self.started + self.settings.timeout
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
         return self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
@@ -238,7 +259,8 @@ class HostRun:
         self.progress(self.spec.name, "probing")
         self.spec = await resolve_venv(transport, self.spec)  # `~/venv` as the host reads it
         sections, overrides = self.request()
-        facts = await gather_facts(transport, self.spec, sections=sections, overrides=overrides)
+        facts = await gather_facts(transport, self.spec, sections=sections, overrides=overrides,
+                                   timeout=PROBE_TIMEOUT, until=self.until)
         return facts, self.evaluate(facts)
 
     async def run(self, transport: Transport, *, fix: bool, dry_run: bool) -> HostReport:

@@ -201,11 +201,14 @@ async def resolve_venv(transport: Transport, spec: HostSpec) -> HostSpec:
 async def gather_facts(
     transport: Transport, spec: HostSpec, *, sections: Iterable[str] | None = None, timeout: float | None = 300,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    until: float | None = None,
 ) -> HostFacts:
-    """Probe a connected host once; failures become a :class:`Problem`, not an exception."""
+    """Probe a connected host once; failures become a :class:`Problem`, not an exception.
+    ``until``: the host's whole budget ends then (time.monotonic), so the probe's does too."""
     request = build_request(spec, sections, overrides)
     try:
-        output = await run_probe(transport, request, python_candidates=venv_pythons(spec.venv), timeout=timeout)
+        output = await run_probe(transport, request, python_candidates=venv_pythons(spec.venv), timeout=timeout,
+                                 until=until)
     except (TransportError, ProbeError) as exc:
         log.info("probe_failed", host=spec.name, error=str(exc))
         return HostFacts.unavailable(problem_from_error(exc))

@@ -17,6 +17,7 @@ from typing import Any
 from envdoctor.errors import PatchError
 from envdoctor.probe.host import patch_writer, program_text
 from envdoctor.transport.interface import Transport
+from envdoctor.transport.watched import run_watched
 
 #: Exit status of the host program when at least one file was refused, and when the
 #: environment's .envdoctor folder is unsafe (a symlink, another user's).
@@ -33,10 +34,11 @@ KILL_AFTER_INTENT_ENV = "ENVDOCTOR_TEST_KILL_AFTER_INTENT"
 async def run_host_program(
     transport: Transport, python: str, request: Mapping[str, Any], *, timeout: float | None = 300
 ) -> tuple[int, list[dict[str, Any]], str]:
-    """Send the program and the request; returns (exit status, per-file results, stderr tail)."""
-    result = await transport.run(
-        [python, "-I", "-c", HOST_PROGRAM], stdin=json.dumps(request).encode("utf-8"), timeout=timeout
-    )
+    """Send the program and the request; returns (exit status, per-file results, stderr tail).
+    It runs under the host's command watch: envdoctor interrupted or killed, it is ended
+    (SIGTERM) with the rest of the run; the ledger's intent and done lines make that safe."""
+    result = await run_watched(transport, [python, "-I", "-c", HOST_PROGRAM], python=python,
+                               stdin=json.dumps(request).encode("utf-8"), timeout=timeout or 300)
     outcomes = []
     for line in result.stdout.splitlines():
         try:

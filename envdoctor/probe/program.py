@@ -14,17 +14,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from envdoctor.probe import shared_answers
+from envdoctor.probe.host import module_source
 from envdoctor.errors import ProbeError
-from envdoctor.transport.interface import Transport
+from envdoctor.transport.interface import RUN_MARKER, Transport
 
-#: Probe modules, in the order they are concatenated; core must come first.
-CORE_MODULE = "core"
+#: Probe modules every program holds, first: the shared helpers, then the run (main, the
+#: deadline, the watchdog).
+CORE_MODULES = ("core", "guard")
 SECTION_MODULES: dict[str, str] = {"host": "machine", "venvs": "venvs"}
 #: Helper modules a section module uses, sent before it (a large section can be split).
 MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot"),
@@ -77,7 +80,7 @@ _BOOTSTRAP = f"""
 import json,sys
 i=sys.stdin.buffer
 r=json.loads(i.readline().decode('utf-8'))
-s=i.read()
+s=i.read(r['size'])
 c=None
 try:
  import hashlib,marshal,os
@@ -107,30 +110,6 @@ g['main'](r)
 NO_PYTHON_STATUS = 127
 
 
-@cache
-def _module_source(module: str) -> str:
-    # The probe's modules are files beside this one (importlib.resources would cost 6 ms of
-    # start-up for the same read).
-    with open(os.path.join(os.path.dirname(__file__), "host", f"{module}.py"), encoding="utf-8") as source:
-        return without_probe_imports(source.read())
-
-
-def without_probe_imports(text: str) -> str:
-    """Inside the concatenated program every module's names are already defined, so the
-    imports between probe modules (one line, or a parenthesized list over several) go."""
-    kept: list[str] = []
-    in_import = False
-    for line in text.splitlines():
-        if line.startswith("from envdoctor.probe.host"):
-            in_import = "(" in line and ")" not in line
-            continue
-        if in_import:
-            in_import = ")" not in line
-            continue
-        kept.append(line)
-    return "\n".join(kept) + "\n"
-
-
 def register_section(name: str, module: str) -> None:
     """Make a probe module of this package available as section ``name``."""
     SECTION_MODULES[name] = module
@@ -145,7 +124,7 @@ def build_program(sections: Iterable[str]) -> str:
 @cache
 def _program(sections: tuple[str, ...]) -> str:
     """The program for these sections, built once per run (every host of a fleet asks for it)."""
-    modules = [CORE_MODULE]
+    modules = list(CORE_MODULES)
     for name in sections:
         try:
             module = SECTION_MODULES[name]
@@ -154,7 +133,7 @@ def _program(sections: tuple[str, ...]) -> str:
         for needed in (*MODULE_NEEDS.get(module, ()), module):
             if needed not in modules:
                 modules.append(needed)
-    return "".join(_module_source(m) for m in modules)
+    return "".join(module_source(m) for m in modules)
 
 
 @cache
@@ -172,6 +151,41 @@ class ProbeOutput:
     sections: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     items: dict[str, list[Any]] = field(default_factory=dict)
+    #: Files the probe did not read, and why (a FIFO, over its budget, permission denied).
+    skipped: list[SkippedFile] = field(default_factory=list)
+    #: How many more were skipped than the probe listed.
+    skipped_more: int = 0
+    #: Sections the probe's deadline stopped or left unstarted, in the order asked.
+    unfinished: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file of the host the probe left unread: which section wanted it, where, and why."""
+
+    section: str
+    path: str
+    why: str
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.why}"
+
+
+#: Skipped files kept from one answer, and the characters kept of each text in one.
+MAX_SKIPPED = 100
+_SKIP_TEXT = 1000
+
+
+def _skipped_files(record: dict[str, Any]) -> tuple[list[SkippedFile], int]:
+    """The skipped files an end record names; what is not of that shape is dropped."""
+    raw = record.get("skipped")
+    found = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict) and all(isinstance(item.get(k), str) for k in ("section", "path", "why")):
+            found.append(SkippedFile(item["section"][:_SKIP_TEXT], item["path"][:_SKIP_TEXT], item["why"][:_SKIP_TEXT]))
+    more = record.get("skipped_more")
+    extra = more if isinstance(more, int) and not isinstance(more, bool) and more > 0 else 0
+    return found[:MAX_SKIPPED], extra + max(0, len(found) - MAX_SKIPPED)
 
 
 def venv_pythons(venv: str | None) -> list[str]:
@@ -186,7 +200,9 @@ def probe_command(python_candidates: Sequence[str]) -> list[str]:
 
 
 def encode_stdin(request: dict[str, Any], program: str) -> bytes:
-    return (json.dumps(request) + "\n").encode("utf-8") + _encoded(program)
+    """The request line (with the program's size: stdin may stay open after it) and the program."""
+    code = _encoded(program)
+    return (json.dumps({**request, "size": len(code)}) + "\n").encode("utf-8") + code
 
 
 @cache
@@ -225,6 +241,10 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
             raise ProbeError(f"probe printed something that is not a probe record: {raw[:120]!r}")
         if record.get("done"):
             done = True
+            output.skipped, output.skipped_more = _skipped_files(record)
+            unfinished = record.get("unfinished")
+            if isinstance(unfinished, list):
+                output.unfinished = [str(n)[:_SKIP_TEXT] for n in unfinished[:MAX_SKIPPED] if isinstance(n, str)]
             continue
         name = record.get("section", "?")
         if not isinstance(name, str):
@@ -241,19 +261,39 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
     return output
 
 
+def probe_deadline(timeout: float) -> float:
+    """The probe's own deadline for a command timeout: a tenth earlier (5 to 30 s: the remote
+    shell and interpreter start, the answer travels, the controller judges it), so that it
+    reports what it did not finish (and ends what it started) before envdoctor gives up."""
+    return max(1.0, timeout - min(30.0, max(5.0, timeout / 10)))
+
+
 async def run_probe(
     transport: Transport,
     sections: dict[str, dict[str, Any]],
     *,
     python_candidates: Sequence[str] = (),
     timeout: float | None = 300,
+    until: float | None = None,
 ) -> ProbeOutput:
-    """Run the requested sections in one command on the host and return what they found."""
+    """Run the requested sections in one command on the host and return what they found.
+    The probe stops itself at its deadline (from ``timeout``, shortened to what is left before
+    ``until``, a time.monotonic when the host's whole budget ends), and its watchdog ends it
+    and what it started when this command's stdin, held open while it runs, closes: see
+    probe/guard.py."""
     program = build_program(sections)
+    if until is not None:
+        left = max(1.0, until - time.monotonic())
+        timeout = left if timeout is None else min(timeout, left)
+    request: dict[str, Any] = {"sections": sections, "watch": True}
+    if timeout is not None:
+        request["deadline"] = probe_deadline(timeout)
     result = await transport.run(
         probe_command(python_candidates),
-        stdin=encode_stdin({"sections": sections}, program),
+        stdin=encode_stdin(request, program),
+        env=RUN_MARKER,
         timeout=timeout,
+        hold_stdin=True,
     )
     if result.exit_status == NO_PYTHON_STATUS and not result.stdout:
         raise ProbeError(result.stderr_tail(1) or "no Python 3 interpreter on the host")

@@ -7,6 +7,7 @@ login shell (SSH), its arguments are quoted here, in :func:`shell_join`, and now
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,13 @@ OutputSink = Callable[[bytes], None]
 #: How much of a command's output we keep; the rest is dropped with a marker. A host that
 #: prints gigabytes must not take the controller's memory with it.
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+
+#: In the environment of the commands a run starts on a host that must end with it (the
+#: probe, pip, the patch writer) and so of everything they start: which run a process
+#: belongs to. ENVDOCTOR_RUN_ID of envdoctor's own environment when set (tests find a run's
+#: leftovers by it), else random per envdoctor process.
+RUN_ID = os.environ.get("ENVDOCTOR_RUN_ID") or os.urandom(8).hex()
+RUN_MARKER = {"ENVDOCTOR_RUN_ID": RUN_ID}
 
 
 @dataclass(frozen=True)
@@ -83,8 +91,14 @@ class Transport(ABC):
         stdin: bytes | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        hold_stdin: bool = False,
     ) -> CommandResult:
-        """Run argv on the host and wait for it. A non-zero exit is a result, not an error."""
+        """Run argv on the host and wait for it. A non-zero exit is a result, not an error.
+
+        With ``hold_stdin`` the command's stdin stays open after ``stdin`` until the command
+        ends: its EOF then tells the host that envdoctor went away (interrupted, timed out or
+        killed), and a watchdog there (the probe's, or probe/host/command_watch.py) ends the command and
+        everything it started. On a timeout or an interrupt the command is stopped as well."""
 
     async def stream(
         self,

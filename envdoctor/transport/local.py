@@ -57,8 +57,11 @@ class LocalTransport(Transport):
         stdin: bytes | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        hold_stdin: bool = False,
     ) -> CommandResult:
         full_env = {**os.environ, **env} if env else None
+        if hold_stdin and stdin is None:
+            stdin = b""
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -83,17 +86,22 @@ class LocalTransport(Transport):
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the command did not want all of its input; its exit status says why
                 finally:
-                    proc.stdin.close()
+                    if not hold_stdin:
+                        proc.stdin.close()
 
             _, (out, out_cut), (err, err_cut) = await asyncio.gather(
                 feed(), read_bounded(proc.stdout), read_bounded(proc.stderr)
             )
             status = await proc.wait()
+            if proc.stdin is not None:
+                proc.stdin.close()  # (held open until now: see Transport.run)
             return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
 
         try:
             return await asyncio.wait_for(communicate(), timeout)
         except (TimeoutError, asyncio.CancelledError) as exc:
+            if proc.stdin is not None:
+                proc.stdin.close()
             _kill_group(proc)
             await proc.wait()
             if isinstance(exc, asyncio.CancelledError):

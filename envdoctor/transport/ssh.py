@@ -291,6 +291,7 @@ class SSHTransport(Transport):
         stdin: bytes | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        hold_stdin: bool = False,
     ) -> CommandResult:
         if self._conn is None:
             raise TransportError(f"not connected to {self.name}")
@@ -305,7 +306,8 @@ class SSHTransport(Transport):
             async with asyncio.timeout(timeout):
                 if stdin:
                     proc.stdin.write(stdin)  # buffered by the channel, sent as the window allows
-                proc.stdin.write_eof()
+                if not hold_stdin:
+                    proc.stdin.write_eof()
                 (out, out_cut), (err, err_cut) = await asyncio.gather(
                     read_after_begin_mark(proc.stdout), read_bounded(proc.stderr)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
                 )
@@ -315,12 +317,15 @@ class SSHTransport(Transport):
                 status = 128 + _signal_number(completed.exit_signal)
             return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
         except (TimeoutError, asyncio.TimeoutError):
-            proc.close()
+            _stop(proc)
             raise CommandTimeout(
                 f"{argv[0]} did not finish within {timeout:g}s on {self.name}"
             ) from None
         except (asyncssh.Error, ConnectionError) as exc:
             raise ConnectError(f"connection to {self.name} dropped: {exc}") from exc
+        except BaseException:
+            _stop(proc)  # Ctrl-C, a fleet deadline: the command must not outlive us
+            raise
 
     async def stream(
         self,
@@ -351,11 +356,27 @@ class SSHTransport(Transport):
         except (asyncssh.Error, ConnectionError) as exc:
             raise ConnectError(f"connection to {self.name} dropped: {exc}") from exc
         except BaseException:
-            proc.close()  # Ctrl-C: closing the channel closes the command's stdin on the host
+            # Ctrl-C: closing the channel closes the command's stdin on the host, and the stage
+            # supervisor stops its command's own group (no signal: it would end the supervisor).
+            proc.close()
             raise
         if completed.exit_status is None:
             return 128 + _signal_number(completed.exit_signal)
         return completed.exit_status
+
+
+def _stop(proc: asyncssh.SSHClientProcess[bytes]) -> None:
+    """Stop a command envdoctor gives up on: SIGINT to its process group over the channel, as
+    a Ctrl-C on the host would (RFC 4254's "signal" request: OpenSSH 9.2 refuses it for a
+    root login, "session signalling requires privilege separation", so it is only a first
+    try), then the channel closed. Closing is what always works: sshd closes the command's
+    stdin, and the command's watchdog (probe/host/guard.py, probe/host/command_watch.py) ends it and all
+    it started."""
+    try:
+        proc.send_signal("INT")
+    except (asyncssh.Error, OSError, ValueError):
+        pass
+    proc.close()
 
 
 _RETRYABLE_ERRNOS = frozenset({errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE})

@@ -154,7 +154,7 @@ def test_unwritable_output_is_refused_before_fix_changes_anything(run_cli, venv_
     assert "is not a folder" in res.stderr and "Traceback" not in res.stderr
     assert not list(venv.glob("lib/python3*/site-packages/six*"))
     folder_as_output = run_cli("check", "local", "--only", "host.reachable", "--output", str(tmp_path))
-    assert folder_as_output.exit_status == 2 and "is a directory" in folder_as_output.stderr
+    assert folder_as_output.exit_status == 2 and "is a folder" in folder_as_output.stderr
     report = tmp_path / "new" / "deeper" / "check.json"
     made = run_cli("check", "local", "--only", "host.reachable", "-f", "json", "--output", str(report))
     assert made.exit_status == 0, made.stderr

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import stat
 import subprocess
 import sys
 import venv as venv_module
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.elf_mutations import fuzz
 from tests.gpu_layouts import compile_so, fake_driver_root, fake_nvidia_smi, have_toolchain
 
 pytestmark = [pytest.mark.e2e,
@@ -155,3 +158,19 @@ def test_old_driver_fails_and_minor_compatible_warns(run_cli, sshd, ao_venv, tmp
         seen[version] = {f["level"] for f in driver if "torch 2.9.1+cu128" in f["message"]}
         assert any(f["level"] == "fail" and "libcudart.so.13" in f["message"] for f in driver)
     assert seen == {"520.61.05": {"fail"}, "550.54.15": {"warn"}}
+
+
+def test_fuzzed_wheel_extensions_cost_bounded_time_and_memory(torchao_wheel: Path, tmp_path: Path) -> None:
+    """300 seeded mutations of torchao 0.18.0's real extension modules (nvcc's .nv_fatbin, the
+    wheel's .gnu.hash and version tables): each is read within the ELF budgets' time and
+    memory bounds, and what goes wrong is an error the section reports for that binary."""
+    sources = []
+    with zipfile.ZipFile(next(torchao_wheel.glob("*.whl"))) as wheel:
+        for name in (MXFP8, CUTLASS):
+            target = tmp_path / Path(name).name
+            target.write_bytes(wheel.read(name))
+            sources.append(target)
+    work = tmp_path / "cases"
+    work.mkdir()
+    outcomes = fuzz(sources, work, random.Random(20261202), 300)
+    assert outcomes.get("read") and outcomes.get("error"), outcomes

@@ -282,7 +282,9 @@ def test_a_hostile_host_answer_is_that_hosts_error_only(run_cli, sshd, venv_fact
     fake = tmp_path / "compromised"
     (fake / "bin").mkdir(parents=True)
     script = fake / "bin" / "python3"
-    script.write_text(f"#!/bin/sh\ncat > /dev/null\n{HOSTILE_ANSWERS[case]}\n")
+    # It reads the request line, not to the end of stdin: envdoctor holds stdin open until the
+    # probe ends (its EOF tells the probe's watchdog that envdoctor is gone).
+    script.write_text(f"#!/bin/sh\nhead -n 1 > /dev/null\n{HOSTILE_ANSWERS[case]}\n")
     script.chmod(0o755)
     good = venv_factory("healthy neighbour")
     inventory = tmp_path / "envdoctor.toml"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -356,3 +358,36 @@ def test_stat_keys_pack_into_words_and_an_inode_above_2_63_falls_back_to_text():
     huge = [*keys, [1, 2, 3, 2**63 + 5]]
     texts = audit_record.pack_keys(huge)
     assert texts == [audit_record.key_text(k) for k in huge] and audit_record.unpack_keys(texts) == huge
+
+
+def test_another_users_environment_gets_nothing_created_inside(fake_env, tmp_path, monkeypatch):
+    """Root's audit of a venv owned by nobody keeps its stat cache and snapshot in root's own
+    ~/.cache/envdoctor (owner-only), creates nothing in the venv, and replays from there."""
+    import pwd
+
+    prefix, site = fake_env
+    (site / "m.py").write_bytes(b"x = 1\n")
+    write_dist(site, "m", "1.0", [("m.py", b"x = 1\n", "b64")])
+    nobody = pwd.getpwnam("nobody")
+    for path in [prefix, *prefix.rglob("*")]:
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    settle(monkeypatch, prefix)
+    before = sorted(prefix.rglob("*"))
+    data, items = run_section(prefix)
+    assert items == {} and sorted(prefix.rglob("*")) == before and not (prefix / ".envdoctor").exists()
+    cache = Path(data["stats"]["cache_path"])
+    assert cache.parent.parent == tmp_path / "home" / ".cache" / "envdoctor"
+    assert cache.parent.stat().st_uid == os.getuid() and cache.parent.stat().st_mode & 0o077 == 0
+    again, _ = run_section(prefix)
+    assert again["stats"]["snapshot"].startswith("replayed") and sorted(prefix.rglob("*")) == before
+
+
+def test_own_environment_keeps_its_cache_beside_its_ledger(fake_env, tmp_path, monkeypatch):
+    """An environment of the running user keeps the audit's cache in its own .envdoctor, owner-only."""
+    prefix, site = fake_env
+    write_dist(site, "m", "1.0", [])
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    data, _ = run_section(prefix)
+    assert Path(data["stats"]["cache_path"]).parent == prefix / ".envdoctor"
+    assert (prefix / ".envdoctor").stat().st_mode & 0o077 == 0 and not (tmp_path / "home").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -79,6 +80,22 @@ def test_cache_answers_an_unchanged_venv_and_notices_a_changed_file(venv: Path) 
     stat = module.stat()
     os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert run(venv)["cache"] == "miss"
+
+
+def test_a_same_size_edit_dated_back_is_noticed(venv: Path) -> None:
+    """An edit that keeps the file's size, then `touch -d` back to its old mtime, is not answered
+    from the cache: the key holds the ctime and inode, which no owner can set back."""
+    assert run(venv)["cache"] == "miss"
+    module = next(venv.glob("lib/*/site-packages/speculators/gen.py"))
+    before = module.stat()
+    uses = [u for c in run(venv)["consumers"] for u in c["uses"]]
+    assert any("config" in json.dumps(u) for u in uses)
+    module.write_text(module.read_text().replace("config=1", "confiX=1"))
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (module.stat().st_size, module.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    again = run(venv)
+    assert again["cache"] == "miss"
+    assert any("confiX" in json.dumps(u) for c in again["consumers"] for u in c["uses"])
 
 
 def test_a_cache_others_can_write_is_ignored(venv: Path) -> None:

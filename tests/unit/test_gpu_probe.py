@@ -316,7 +316,7 @@ def test_the_cache_is_written_outside_the_environment(tmp_path: Path, monkeypatc
 
 
 def test_walk_is_replayed_until_a_folder_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The folders' mtimes stand for the walk: unchanged, it is replayed; a new extension in
+    """The folders' stat keys stand for the walk: unchanged, it is replayed; a new extension in
     a new package or beside an old one is found."""
     prefix = tmp_path / "venv"
     site = site_of(prefix)
@@ -330,6 +330,26 @@ def test_walk_is_replayed_until_a_folder_changes(tmp_path: Path, monkeypatch: py
     found = run_section(prefix, monkeypatch)
     assert found["cache"]["walks_replayed"] == 0
     assert [b["relpath"] for b in found["binaries"]][1:] == ["a/_C.abi3.so", "a/sub/_D.abi3.so"]
+
+
+def test_a_folder_dated_back_after_a_new_extension_is_walked_again(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new extension added to a walked folder whose mtime is then set back (`touch -d`) is
+    found: the folder's ctime changed, and the walk is keyed by (size, mtime, ctime, inode)."""
+    prefix = tmp_path / "venv"
+    site = site_of(prefix)
+    torch_layout(site)
+    extension(site, "a/_C.abi3.so", fatbin_data=fatbin(container(sass(90))))
+    monkeypatch.setattr(gpu_stack, "RACY_SECONDS", -1)
+    run_section(prefix, monkeypatch)
+    folder = site / "a"
+    before = folder.stat()
+    extension(site, "a/_E.abi3.so", fatbin_data=fatbin(container(sass(80))))
+    os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert folder.stat().st_mtime_ns == before.st_mtime_ns and folder.stat().st_size == before.st_size
+    found = run_section(prefix, monkeypatch)
+    assert found["cache"]["walks_replayed"] == 0
+    assert [b["relpath"] for b in found["binaries"]][1:] == ["a/_C.abi3.so", "a/_E.abi3.so"]
 
 
 def test_gpus_from_proc_when_nvidia_smi_is_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,8 @@ def test_probe_honours_the_root_only_when_its_environment_agrees(monkeypatch: py
 
 
 #: Host programs of their own (not concatenated with the probe's sections), by program.
-SEPARATE_PROGRAMS = ({"atomic_write", "patch_writer"}, {"stage_env", "stage_supervisor"}, {"stage_env", "stage_detacher"})
+SEPARATE_PROGRAMS = ({"atomic_write", "patch_writer"}, {"stage_env", "stage_supervisor"}, {"stage_env", "stage_detacher"},
+                     {"command_watch"})
 
 
 @pytest.mark.parametrize("program", [None, *SEPARATE_PROGRAMS])

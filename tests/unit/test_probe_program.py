@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 from envdoctor.probe import program
+from envdoctor.probe.host import module_source, without_host_imports
 
 
 def test_every_section_program_compiles_without_envdoctor_imports() -> None:
@@ -20,7 +21,7 @@ def test_every_section_program_compiles_without_envdoctor_imports() -> None:
 def test_parenthesized_imports_between_probe_modules_are_dropped_whole() -> None:
     """A `from envdoctor.probe.host.core import (a,\\n b)` over several lines leaves no dangling line."""
     source = "import os\nfrom envdoctor.probe.host.core import (a,\n    b,\n    c)\nx = 1\nfrom envdoctor.probe.host.core import d\n"
-    assert program.without_probe_imports(source) == "import os\nx = 1\n"
+    assert without_host_imports(source) == "import os\nx = 1\n"
 
 
 def test_every_probe_module_is_read_without_its_probe_imports() -> None:
@@ -29,5 +30,5 @@ def test_every_probe_module_is_read_without_its_probe_imports() -> None:
     for path in sorted(folder.glob("*.py")):
         if path.name == "__init__.py":
             continue
-        text = program._module_source(path.stem)
+        text = module_source(path.stem)
         assert "from envdoctor.probe" not in text and text.strip(), path.name

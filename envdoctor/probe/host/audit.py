@@ -32,7 +32,14 @@ from envdoctor.probe.host.audit_snapshot import (
     path_exists,
     snapshot_header,
 )
-from envdoctor.probe.host.core import interpreter_prefix, own_site_dirs, section, site_dirs
+from envdoctor.probe.host.core import (
+    MAX_TEXT_BYTES,
+    interpreter_prefix,
+    own_site_dirs,
+    read_regular,
+    section,
+    site_dirs,
+)
 
 CODE_SUFFIXES_BYTES = (b".py", b".so", b".pyc", b".pth")
 #: The algorithms of a file that one RECORD lists with sha256 (most files): one shared list.
@@ -134,17 +141,28 @@ def find_sites(prefix, default, given):
 
 
 def cache_folder(prefix, default):
-    if not default:
+    """Where the stat cache and the snapshot live: the environment's .envdoctor when the
+    environment is the running user's own; else (the default interpreter's /usr, or root's
+    audit of another user's venv, which must leave no root-owned folder there) the user's
+    ~/.cache/envdoctor/audit-<digest of the prefix>, owner-only."""
+    if not default and owns(prefix):
         return os.path.join(prefix, ".envdoctor")
-    # The default interpreter's prefix is a system folder (/usr): keep the cache in $HOME.
     digest = hashlib.sha1(fsb(prefix)).hexdigest()[:12]
     return os.path.join(os.path.expanduser("~"), ".cache", "envdoctor", "audit-" + digest)
+
+
+def owns(path):
+    """Whether `path` (a folder, links followed) belongs to the running user."""
+    try:
+        return os.stat(fsb(path)).st_uid == os.getuid()
+    except OSError:
+        return False
 
 
 def pyvenv_old_prefixes(prefix):
     """Where the venv was created, from pyvenv.cfg's `command` line (Python 3.11+)."""
     try:
-        text = read_text(os.path.join(prefix, "pyvenv.cfg"), 8192)
+        text = read_text(os.path.join(prefix, "pyvenv.cfg"), MAX_TEXT_BYTES)
     except OSError:
         return []
     found = []
@@ -162,7 +180,7 @@ def shebang_rewritten(path, head, expected_algo, expected_hex, old_prefixes):
     if not old_prefixes:
         return None
     try:
-        data = open(fsb(path), "rb").read(1 << 20)
+        data = read_regular(fsb(path), 1 << 20)  # a console script
     except OSError:
         return None
     rest = data.split(b"\n", 1)[1] if b"\n" in data else b""

@@ -20,7 +20,15 @@ from array import array
 from binascii import hexlify
 
 from envdoctor.probe.host.audit_record import b64_text, fsb, fst, stat_key
-from envdoctor.probe.host.core import READ_FLAGS, prune_user_caches, touch_user_cache
+from envdoctor.probe.host.core import (
+    MAX_CACHE_BYTES,
+    MAX_CODE_BYTES,
+    MAX_INSTALLED_BYTES,
+    prune_user_caches,
+    read_regular,
+    regular_fd,
+    touch_user_cache,
+)
 
 CHUNK = 1 << 20
 MISSING_WORDS = (-1, -1, -1, -1)
@@ -60,17 +68,16 @@ def hash_file(path, algos):
     """(path, stat key, [hash objects, in the order of algos], shebang line or None, error or None).
 
     Plain descriptors, not file objects: for 20,000 small files the per-file overhead
-    costs more than the hashing. Large files are read in chunks into one buffer."""
+    costs more than the hashing. Large files are read in chunks into one buffer, up to
+    MAX_INSTALLED_BYTES (a planted sparse file of terabytes is reported, not hashed).
+    Its item names the file, so it is not noted as a skipped one too."""
     try:
-        fd = os.open(fsb(path), READ_FLAGS)
+        fd, st = regular_fd(fsb(path), MAX_INSTALLED_BYTES, note=False)
     except FileNotFoundError:
         return path, None, None, None, "missing"
     except OSError as exc:
         return path, None, None, None, "unreadable: %s" % exc.strerror
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return path, stat_key(st), None, None, "not a regular file"
         hashers = [new_hasher(a) for a in algos]
         # One read for a small file: one byte more than its size, to see that it did not grow.
         wanted = min(CHUNK, st.st_size + 1)
@@ -81,10 +88,15 @@ def hash_file(path, algos):
         if len(first) == wanted:  # a large file, or one that grew: read on to the end
             buffer = bytearray(CHUNK)
             view = memoryview(buffer)
+            left = MAX_INSTALLED_BYTES - len(first)
             while True:
                 count = os.readv(fd, [buffer])
                 if not count:
                     break
+                left -= count
+                if left < 0:
+                    return path, None, None, None, "unreadable: grew past %d bytes while it was read" % (
+                        MAX_INSTALLED_BYTES)
                 for hasher in hashers:
                     hasher.update(view[:count])
     except OSError as exc:
@@ -150,21 +162,20 @@ def check_pyc_batch(batch):
     the .pyc files that differ, whose keys do not pack, or that are not used at all)."""
     words, special = array("q"), []
     magic = _magic_number()
-    stat, open_fd, fstat, read, close, add = os.stat, os.open, os.fstat, os.read, os.close, words.extend
+    stat, read, close, add = os.stat, os.read, os.close, words.extend
     for position, (pyc, source) in enumerate(batch):
         try:
             st = stat(source.encode("utf-8", "surrogateescape"))
-            fd = open_fd(pyc.encode("utf-8", "surrogateescape"), READ_FLAGS)
+            fd, pst = regular_fd(pyc.encode("utf-8", "surrogateescape"), note=False)
         except OSError:
             # No source: a .pyc in __pycache__ without one is never loaded. Or the .pyc is
-            # gone since its folder was listed.
+            # gone since its folder was listed, or is no regular file (never waited on).
             add(MISSING_WORDS * 2)
             special.append((position, "unused", None))
             continue
         skey = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         try:
-            st = fstat(fd)
-            pkey = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            pkey = [pst.st_size, pst.st_mtime_ns, pst.st_ctime_ns, pst.st_ino]
             header = read(fd, 16)
             if not PYC_FLAGS_WORD:
                 header = pep552_header(header)
@@ -483,8 +494,7 @@ class StatCache(object):
         if not self.use or not self.writable:
             return
         try:
-            with open(fsb(self.path), "rb") as handle:
-                data = marshal.loads(handle.read())
+            data = marshal.loads(read_regular(fsb(self.path), MAX_CACHE_BYTES))
             if data.get("version") == CACHE_VERSION and data.get("base") == self.base:
                 base = self.base
                 for name in self.SECTIONS:
@@ -593,8 +603,7 @@ def header_mismatch(header, source_path, source_key, magic=None):
         if source_hash is None:
             return None
         try:
-            with open(fsb(source_path), "rb") as handle:
-                expected = source_hash(handle.read())
+            expected = source_hash(read_regular(fsb(source_path), MAX_CODE_BYTES))
         except OSError:
             return None
         if header[8:16] != expected:

@@ -15,6 +15,8 @@ import os
 import re
 from array import array
 
+from envdoctor.probe.host.core import MAX_LIST_BYTES, MAX_RECORD_BYTES, MAX_TEXT_BYTES, Skipped, read_regular
+
 #: Installers that write RECORD; any other (debian, rpm, conda) manages the files itself.
 PYTHON_INSTALLERS = ("pip", "uv", "poetry", "pdm", "installer", "hatch", "pipenv")
 
@@ -223,16 +225,15 @@ def pip_record_rows(text):
             (path, None, None, "none", int(size) if size else None) for path, digest, size in found]
 
 
-def read_text(path, limit=None):
-    with open(fsb(path), "rb") as handle:
-        data = handle.read() if limit is None else handle.read(limit)
-    return data.decode("utf-8", "surrogateescape")
+def read_text(path, limit, head=False):
+    """A file of the host as text (see core.read_regular for the budget and what is skipped)."""
+    return read_regular(fsb(path), limit, head).decode("utf-8", "surrogateescape")
 
 
 def metadata_name_version(path):
     name = version = ""
     try:
-        text = read_text(path, 64 * 1024)
+        text = read_text(path, MAX_TEXT_BYTES, head=True)  # Name and Version come first
     except OSError:
         return name, version
     for line in text.splitlines():
@@ -248,7 +249,7 @@ def metadata_name_version(path):
 def editable_source(folder):
     """The source folder of an editable install (direct_url.json), else None."""
     try:
-        info = json.loads(read_text(os.path.join(folder, "direct_url.json")))
+        info = json.loads(read_text(os.path.join(folder, "direct_url.json"), MAX_LIST_BYTES))
     except (OSError, ValueError):
         return None
     if isinstance(info, dict) and (info.get("dir_info") or {}).get("editable"):
@@ -265,7 +266,7 @@ def read_dist_info(site_dir, entry):
     dist = {"name": name, "version": version, "path": folder, "site": site_dir, "kind": "dist-info",
             "notes": [], "rows": []}
     try:
-        dist["installer"] = read_text(os.path.join(folder, "INSTALLER"), 200).strip()
+        dist["installer"] = read_text(os.path.join(folder, "INSTALLER"), 200, head=True).strip()
     except OSError:
         dist["installer"] = ""
     dist["editable"] = editable_source(folder)
@@ -284,7 +285,11 @@ def load_record(dist):
     """Parse the distribution's RECORD into dist["rows"] (or say why there is none)."""
     folder = dist["path"]
     try:
-        text = read_text(os.path.join(folder, "RECORD"))
+        text = read_text(os.path.join(folder, "RECORD"), MAX_RECORD_BYTES)
+    except Skipped as exc:  # there, but not read (a FIFO, a planted huge file): not "missing"
+        dist["record"] = "unreadable"
+        dist["notes"].append("RECORD not read (%s): its files cannot be verified" % exc.strerror)
+        return dist
     except OSError:
         try:
             others = sorted(fst(n) for n in os.listdir(fsb(folder)) if fst(n).startswith("RECORD"))
@@ -298,7 +303,7 @@ def load_record(dist):
                 "the system's package manager (debsums, rpm -V)" % (others[0], installer)
             )
             try:
-                dist["rows"], _ = parse_record(read_text(os.path.join(folder, others[0])))
+                dist["rows"], _ = parse_record(read_text(os.path.join(folder, others[0]), MAX_RECORD_BYTES))
             except OSError:
                 pass
             dist["rows"] = [(r[0], None, None, "none", None) for r in dist["rows"]]  # known, not verified
@@ -338,14 +343,15 @@ def read_egg_info(site_dir, entry):
     dist["notes"].append("installed as %s without RECORD: its files cannot be verified" % how)
     if is_dir:
         try:
-            for line in read_text(os.path.join(folder, "installed-files.txt")).splitlines():
+            for line in read_text(os.path.join(folder, "installed-files.txt"), MAX_RECORD_BYTES).splitlines():
                 if line.strip():
                     dist["rows"].append((os.path.relpath(os.path.join(folder, line.strip()), site_dir),
                                          None, None, "none", None))
         except OSError:
             pass
         try:
-            dist["covers"] = [t.strip() for t in read_text(os.path.join(folder, "top_level.txt")).splitlines() if t.strip()]
+            dist["covers"] = [t.strip() for t in read_text(os.path.join(folder, "top_level.txt"), MAX_LIST_BYTES)
+                              .splitlines() if t.strip()]
         except OSError:
             pass
     if not dist["covers"]:

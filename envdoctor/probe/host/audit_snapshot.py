@@ -19,6 +19,7 @@ from array import array
 
 from envdoctor.probe.host.audit_hash import write_private
 from envdoctor.probe.host.audit_record import fsb
+from envdoctor.probe.host.core import MAX_CACHE_BYTES, read_regular
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_NAME = "audit-snapshot"
@@ -245,8 +246,7 @@ class Snapshot(object):
         if not self.path or not self.cache.use or not self.cache.writable:
             return None  # (not writable: the folder is not a private one of ours; never trust it)
         try:
-            with open(fsb(self.path), "rb") as handle:
-                raw = handle.read()
+            raw = read_regular(fsb(self.path), MAX_CACHE_BYTES)
             end = raw.index(b"\n")
             data = json.loads(raw[:end].decode("ascii"))
         except (OSError, ValueError):

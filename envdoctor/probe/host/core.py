@@ -3,11 +3,13 @@
 # interpreter can be old. The controller concatenates this file with the section modules
 # it needs (see envdoctor.probe.program) and sends them in one command.
 #
-# Protocol: the first line of stdin is the JSON request {"sections": {name: args}}; the
-# rest of stdin is this program. Each section writes one JSON line as soon as it is done:
+# Protocol: the first line of stdin is the JSON request {"sections": {name: args}, "size": N}
+# (with "deadline" and "watch": see guard.py); the next N bytes of stdin are this program.
+# Each section writes one JSON line as soon as it is done:
 #   {"section": name, "data": ...}     or     {"section": name, "error": "..."}
-# and a last line {"done": true}. A section may also stream {"section": name, "item": ...}
-# lines before its final line, so large results never sit whole in memory.
+# and a last line {"done": true} (with the files skipped and the sections not finished). A
+# section may also stream {"section": name, "item": ...} lines before its final line, so
+# large results never sit whole in memory. main() is in guard.py, sent after this file.
 
 import errno
 import glob
@@ -34,21 +36,152 @@ def section(name):
     return register
 
 
-#: Flags for reading an installed file: opening a FIFO someone put in place of one would
+#: Flags for reading a file of the host: opening a FIFO someone put in place of one would
 #: otherwise wait for a writer forever (O_NONBLOCK changes nothing for regular files).
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
+#: Byte budgets per kind of file the probe reads: a real file of the kind fits with room to
+#: spare; a larger one (a sparse multi-GiB METADATA planted in a shared folder) is skipped
+#: and named, never read into memory.
+MAX_TEXT_BYTES = 64 * 1024  # pyvenv.cfg, INSTALLER, .python-version, launchers, /proc and /sys texts
+MAX_METADATA_BYTES = 4 << 20  # the header block of METADATA / PKG-INFO (the body is never read)
+MAX_LIST_BYTES = 4 << 20  # requires.txt, top_level.txt, direct_url.json, .pth files
+MAX_RECORD_BYTES = 32 << 20  # RECORD, installed-files.txt (torch's RECORD is about 2 MB)
+MAX_LEDGER_BYTES = 64 << 20  # the patch ledger
+MAX_SOURCE_BYTES = 4 << 20  # a Python source read for scan or drift (the request may lower it)
+MAX_HASHED_BYTES = 1 << 30  # a file hashed whole (patched files, model files), read in chunks
+MAX_INSTALLED_BYTES = 8 << 30  # an installed file the audit hashes (libtorch_cuda.so is about 1.5 GB)
+MAX_CODE_BYTES = 64 << 20  # a Python source read whole to hash it (a hash-based .pyc's check)
+MAX_CACHE_BYTES = 256 << 20  # a cache of the probe's own, in the user's cache folder
+#: Files named in the answer as skipped, at most (the count of the others is given).
+MAX_SKIPS_LISTED = 100
 
-def open_regular(path):
-    """A regular file opened for binary reading; OSError for anything else (see READ_FLAGS)."""
-    fd = os.open(path, READ_FLAGS)
+
+class Skipped(OSError):
+    """A file the probe did not read, and why (its strerror): not a regular file, over its
+    kind's budget, or unreadable. Noted in SKIPS as well, so the controller can name it."""
+
+
+#: {"section", "path", "why"} of each file skipped during this run, in order (see note_skip).
+SKIPS = []
+_SKIP_STATE = {"section": "", "more": 0, "seen": set()}
+
+
+def note_skip(path, why):
+    """Remember that `path` was not read (once per path) and return a Skipped to raise."""
+    text = path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else str(path)
+    if text not in _SKIP_STATE["seen"]:
+        _SKIP_STATE["seen"].add(text)
+        if len(SKIPS) < MAX_SKIPS_LISTED:
+            SKIPS.append({"section": _SKIP_STATE["section"], "path": text, "why": why})
+        else:
+            _SKIP_STATE["more"] += 1
+    return Skipped(errno.EFBIG, why, text)
+
+
+def _unnoted(path, why):
+    return Skipped(errno.EFBIG, why, path.decode("utf-8", "surrogateescape") if isinstance(path, bytes) else path)
+
+
+def _size_text(size):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return "%.1f %s" % (size / float(scale), unit)
+    return "%d bytes" % size
+
+
+def _kind_text(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def regular_fd(path, limit=None, nofollow=False, note=True):
+    """(fd, stat) of the regular file at `path`, opened for reading without blocking: the one
+    place the probe opens a file of the host to read it. Anything else (a FIFO, a device such
+    as a symlink to /dev/zero, a folder), a file over `limit` bytes, or one that cannot be
+    opened raises OSError; all but a file that does not exist are noted (note_skip), unless
+    `note` is false (the caller names the file in its own answer)."""
+    skip = note_skip if note else _unnoted
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        return os.fdopen(fd, "rb")
+        fd = os.open(path, READ_FLAGS | (getattr(os, "O_NOFOLLOW", 0) if nofollow else 0))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise
+        raise skip(path, "cannot be opened: %s" % (exc.strerror or exc))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise skip(path, "%s, not a regular file" % _kind_text(info.st_mode))
+        if limit is not None and info.st_size > limit:
+            raise skip(path, "%s, more than the %s read of such a file" % (_size_text(info.st_size),
+                                                                          _size_text(limit)))
+        return fd, info
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_regular(path, limit=None, nofollow=False):
+    """regular_fd's file as a binary file object (close it, or use `with`)."""
+    fd, _ = regular_fd(path, limit, nofollow)
+    return os.fdopen(fd, "rb")
+
+
+def regular_chunks(path, limit, head=False, note=True):
+    """The regular file at `path` (see regular_fd) in chunks of at most 1 MiB, `limit` bytes
+    in all: a larger file is skipped, or with `head` only its first `limit` bytes are read. A
+    file that grows past `limit` while it is read (or a /proc file, whose size says 0) is
+    skipped too: one byte more than the budget is asked for to tell."""
+    fd, _ = regular_fd(path, None if head else limit, note=note)
+    skip = note_skip if note else _unnoted
+    left = limit if head else limit + 1
+    try:
+        while left > 0:
+            try:
+                chunk = os.read(fd, min(left, 1 << 20))
+            except OSError as exc:
+                raise skip(path, "cannot be read: %s" % (exc.strerror or exc))
+            if not chunk:
+                return
+            left -= len(chunk)
+            if left <= 0 and not head:
+                raise skip(path, "grew past the %s read of such a file" % _size_text(limit))
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def read_regular(path, limit, head=False, note=True):
+    """The bytes of the regular file at `path`, as regular_chunks reads them."""
+    return b"".join(regular_chunks(path, limit, head, note))
+
+
+def sha256_regular(path, limit=MAX_HASHED_BYTES):
+    """The sha256 (hex) of the regular file at `path`, as regular_chunks reads it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for chunk in regular_chunks(path, limit):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+_BLANK_LINE = re.compile(br"(?:\A|\n)\r?\n")
+
+
+def read_header_block(path, limit=MAX_METADATA_BYTES):
+    """The RFC 822 header block of a METADATA or PKG-INFO file (up to its first empty line),
+    as bytes; skipped when the block runs past `limit` bytes."""
+    data = read_regular(path, limit, head=True)
+    blank = _BLANK_LINE.search(data)
+    if blank is not None:
+        return data[:blank.start() + 1] if blank.start() else b""  # (at 0: the first line is empty)
+    if len(data) >= limit:
+        raise note_skip(path, "its header block runs past %s" % _size_text(limit))
+    return data
 
 
 #: Per-environment caches of one kind (drift-, gpu-, imports-, audit-, digests-) that the user's cache
@@ -142,20 +275,13 @@ def decode_source(data):
         return None, "bad coding declaration: unknown encoding %s" % encoding
 
 
-def open_state_file(prefix, name):
+def open_state_file(prefix, name, limit=MAX_LEDGER_BYTES):
     """prefix/.envdoctor/name for reading, only when .envdoctor is a real folder and name a
     regular file (neither a symlink): a planted link must not make us read another file."""
     folder = os.path.join(prefix, b".envdoctor" if isinstance(prefix, bytes) else ".envdoctor")
     if not stat.S_ISDIR(os.lstat(folder).st_mode):
         raise OSError(errno.ELOOP, ".envdoctor is not a real folder", folder)
-    fd = os.open(os.path.join(folder, name), READ_FLAGS | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", name)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    return open_regular(os.path.join(folder, name), limit, nofollow=True)
 
 
 def within(path, root):
@@ -203,15 +329,10 @@ def canonical_name(name):
 
 def read_headers(path):
     """The RFC 822 headers of a METADATA or PKG-INFO file (the body is the long description)."""
-    lines = []
-    with open(path, "rb") as handle:
-        for raw in handle:
-            if raw in (b"\n", b"\r\n"):
-                break
-            lines.append(raw.decode("utf-8", "replace"))
     import email.parser
 
-    return email.parser.HeaderParser().parsestr("".join(lines))
+    text = read_header_block(path).decode("utf-8", "replace")
+    return email.parser.HeaderParser().parsestr(text)
 
 
 def venv_prefix_of(python):
@@ -229,8 +350,7 @@ def read_pyvenv_cfg(prefix):
     """prefix/pyvenv.cfg as a dict of lower-cased keys; empty when there is none."""
     settings = {}
     try:
-        with open_regular(os.path.join(prefix, "pyvenv.cfg")) as handle:
-            text = handle.read(65536).decode("utf-8", "replace")
+        text = read_regular(os.path.join(prefix, "pyvenv.cfg"), MAX_TEXT_BYTES).decode("utf-8", "replace")
     except OSError:
         return settings
     for line in text.splitlines():
@@ -294,22 +414,19 @@ def site_entries(sites):
             yield site, entry
 
 
-def main(request):
-    for name, args in sorted(request.get("sections", {}).items()):
-        func = SECTIONS.get(name)
-        if func is None:
-            emit_line({"section": name, "error": "this probe has no section %r" % name})
-            continue
+def skipping_for(section_name):
+    """Name the section that the files skipped from now on were read for."""
+    _SKIP_STATE["section"] = section_name
 
-        def emit_item(item, _name=name):
-            emit_line({"section": _name, "item": item})
 
-        try:
-            data = func(args or {}, emit_item)
-        except Exception:
-            import traceback
-
-            emit_line({"section": name, "error": traceback.format_exc(limit=6)})
-        else:
-            emit_line({"section": name, "data": data})
-    emit_line({"done": True})
+def end_record(unfinished=()):
+    """The last line: the end marker, with the files skipped on the way (see note_skip) and
+    the sections the probe's deadline stopped (see guard.py)."""
+    record = {"done": True}
+    if SKIPS:
+        record["skipped"] = SKIPS
+    if _SKIP_STATE["more"]:
+        record["skipped_more"] = _SKIP_STATE["more"]
+    if unfinished:
+        record["unfinished"] = list(unfinished)
+    return record

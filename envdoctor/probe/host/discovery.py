@@ -10,7 +10,7 @@ import os
 import platform
 import re
 
-from envdoctor.probe.host.core import open_regular, read_pyvenv_cfg, site_dirs
+from envdoctor.probe.host.core import MAX_LIST_BYTES, read_pyvenv_cfg, read_regular, site_dirs
 
 #: Folders users keep environments in (uv's project .venv in the home folder matches ~/.venv*).
 DISCOVERY_PATTERNS = (
@@ -67,8 +67,8 @@ def candidate_paths():
             found.append(root)
             found.extend(sorted(glob.glob(os.path.join(root, "envs", "*"))))
     try:
-        with open_regular(os.path.expanduser("~/.conda/environments.txt")) as handle:
-            text = handle.read(1 << 20).decode("utf-8", "replace")
+        text = read_regular(os.path.expanduser("~/.conda/environments.txt"), MAX_LIST_BYTES, head=True)
+        text = text.decode("utf-8", "replace")
         found.extend(line.strip() for line in text.splitlines() if line.strip().startswith("/"))
     except OSError:
         pass

@@ -15,8 +15,10 @@
 #     the modules the same uses reach there, so the controller can tell new breaks from old.
 # Nothing is imported or executed. The whole answer is cached in ~/.cache/envdoctor/drift-<digest>/
 # (owner-only) under a key made of the request, the site folders' entries and the hashes
-# of the RECORDs involved, and checked against the stat of every file it read: an
-# unchanged venv is answered from the cache.
+# of the RECORDs involved, and checked against the stat key (size, mtime_ns, ctime_ns,
+# inode) of every file it read: an unchanged venv is answered from the cache. Not the
+# mtime alone: a file's owner can set it back (`touch -d`) after a same-size edit, but not
+# its ctime (nor the inode of a file replaced by rename).
 
 import ast
 import hashlib
@@ -28,11 +30,14 @@ import sys
 import time
 
 from envdoctor.probe.host.audit_hash import write_private
-from envdoctor.probe.host.audit_record import fsb
+from envdoctor.probe.host.audit_record import fsb, stat_key
 from envdoctor.probe.host.core import (
+    MAX_CACHE_BYTES,
+    MAX_LIST_BYTES,
+    MAX_RECORD_BYTES,
     canonical_name,
-    open_regular,
     prune_user_caches,
+    read_regular,
     read_headers,
     section,
     site_dirs,
@@ -54,7 +59,7 @@ from envdoctor.probe.host.drift_uses import Bindings, UseFinder
 from envdoctor.probe.host.sources import src_record_python_files, src_select_distributions
 from envdoctor.probe.host.venvs import with_pth_paths
 
-DRIFT_CACHE_VERSION = 1
+DRIFT_CACHE_VERSION = 2  # 2: stat keys of the files read, not (size, mtime)
 DRIFT_CACHE_NAME = "drift-cache"
 
 
@@ -65,7 +70,7 @@ class ModuleFiles(object):
         self.sites = sites
         self.max_file = max_file
         self.summaries = {}
-        self.read = {}  # path -> [size, mtime_ns]
+        self.read = {}  # path -> its stat key when it was read
         self.errors = []
         self.bytes = 0
 
@@ -92,11 +97,8 @@ class ModuleFiles(object):
 
     def read_file(self, path):
         st = os.stat(path)
-        if st.st_size > self.max_file:
-            raise OSError("larger than %d bytes" % self.max_file)
-        with open_regular(path) as handle:
-            data = handle.read()
-        self.read[path] = [st.st_size, getattr(st, "st_mtime_ns", int(st.st_mtime * 1e9))]
+        data = read_regular(path, self.max_file)
+        self.read[path] = stat_key(st)
         self.bytes += len(data)
         return data
 
@@ -198,11 +200,11 @@ class TopOwners(object):
                 return self.info(site, entry)
         for site, entry in self.index():
             try:
-                with open(os.path.join(site, entry, "top_level.txt")) as handle:
-                    if top in set(line.strip() for line in handle):
-                        return self.info(site, entry)
+                lines = read_regular(os.path.join(site, entry, "top_level.txt"), MAX_LIST_BYTES).splitlines()
             except OSError:
                 continue
+            if top.encode("utf-8", "surrogateescape") in set(line.strip() for line in lines):
+                return self.info(site, entry)
         prefixes = (top + "/", top + ".py")
         for site, entry in self.index():
             rels = src_record_python_files({"dist_info": os.path.join(site, entry)}) or []
@@ -222,8 +224,7 @@ def entry_list(entry):
 
 def _digest_file(path):
     try:
-        with open(path, "rb") as handle:
-            return hashlib.sha1(handle.read()).hexdigest()
+        return hashlib.sha1(read_regular(path, MAX_RECORD_BYTES)).hexdigest()
     except OSError:
         return None
 
@@ -254,19 +255,17 @@ def read_cache(folder, key, name=DRIFT_CACHE_NAME):
         st = os.stat(path)
         if st.st_uid != os.getuid() or st.st_mode & 0o022:
             return None
-        with open(path, "rb") as handle:
-            cached = json.loads(handle.read().decode("ascii"))
+        cached = json.loads(read_regular(path, MAX_CACHE_BYTES).decode("ascii"))
     except (OSError, ValueError):
         return None
     if cached.get("key") != key:
         return None
     touch_user_cache(folder)
-    for path, (size, mtime) in cached.get("read", {}).items():
+    for path, key in cached.get("read", {}).items():
         try:
-            st = os.stat(path)
+            if stat_key(os.stat(path)) != key:
+                return None
         except OSError:
-            return None
-        if st.st_size != size or getattr(st, "st_mtime_ns", int(st.st_mtime * 1e9)) != mtime:
             return None
     return cached.get("data")
 

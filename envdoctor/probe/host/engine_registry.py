@@ -14,7 +14,6 @@
 # by the code and the RECORD of each engine's distribution, checked against the stat of every
 # file read. The answer holds only the entries the given models' config.json files name.
 
-import ast
 import hashlib
 import json
 import os
@@ -22,13 +21,21 @@ import re
 import sys
 import time
 
-from envdoctor.probe.host.core import canonical_name, open_regular, section, site_dirs, site_entries
+from envdoctor.probe.host.core import (
+    MAX_RECORD_BYTES,
+    canonical_name,
+    open_regular,
+    read_regular,
+    section,
+    site_dirs,
+    site_entries,
+)
 from envdoctor.probe.host.drift import drift_cache_folder, read_cache, write_cache
 from envdoctor.probe.host.registry_literals import Symbol, read_tables
 
 ARCHITECTURE_CACHE_NAME = "architecture-cache"
 ENGINES = ("transformers", "vllm", "sglang")
-MAX_SOURCE_BYTES = 8 * 1024 * 1024
+REGISTRY_MAX_SOURCE_BYTES = 8 * 1024 * 1024
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: How deep config.json's nested configs are looked into for model types.
 MAX_NESTING = 3
@@ -45,10 +52,10 @@ class Sources(object):
 
     def text(self, path):
         st = os.stat(path)
-        if st.st_size > MAX_SOURCE_BYTES:
-            raise OSError("%s is larger than %d bytes" % (path, MAX_SOURCE_BYTES))
+        if st.st_size > REGISTRY_MAX_SOURCE_BYTES:
+            raise OSError("%s is larger than %d bytes" % (path, REGISTRY_MAX_SOURCE_BYTES))
         with open_regular(path) as handle:
-            data = handle.read(MAX_SOURCE_BYTES)
+            data = handle.read(REGISTRY_MAX_SOURCE_BYTES)
         self.read[path] = [st.st_size, getattr(st, "st_mtime_ns", int(st.st_mtime * 1e9))]
         self.bytes += len(data)
         return data
@@ -273,8 +280,7 @@ def excerpt(engines, types, archs):
 
 def _registry_record_digest(path):
     try:
-        with open_regular(os.path.join(path, "RECORD")) as handle:
-            return hashlib.sha1(handle.read()).hexdigest()
+        return hashlib.sha1(read_regular(os.path.join(path, "RECORD"), MAX_RECORD_BYTES)).hexdigest()
     except OSError:
         return None
 

@@ -31,8 +31,28 @@ TORCH_SYMBOL = re.compile(
 FATBIN_MAGIC = 0xBA55ED50
 ENTRY_PTX, ENTRY_CUBIN = 1, 2
 FLAG_ARCH_SPECIFIC = 0x100000
-MAX_CONTAINERS = 200000
-MAX_ENTRIES = 2000000
+
+# Budgets: what a real library needs, many times over (torch 2.9.1's libtorch_cuda.so has 40
+# sections, about 3,000 fatbin headers and 1.1 MB of padding between them at most; its
+# libtorch_cpu.so some 200,000 dynamic symbols). A file past one is a malformed ELF.
+MAX_SECTIONS = 4096
+#: Bytes read from one file in all (headers and the sections asked for), and per section.
+MAX_FILE_READ = 512 << 20
+MAX_SECTION_READ = 256 << 20
+MAX_DYNAMIC_SYMBOLS = 2000000
+#: Steps along one .gnu.hash chain (real chains are a few entries long).
+MAX_CHAIN_STEPS = 4096
+#: Fatbin container and entry headers read, and bytes of padding searched for the next container.
+MAX_FATBIN_HEADERS = 200000
+MAX_FATBIN_PADDING = 64 << 20
+PADDING_CHUNK = 1 << 20
+#: Longest name read from a string table: a section name, a library, a symbol (mangled C++
+#: names of deeply nested templates reach a few KB).
+MAX_SECTION_NAME = 256
+MAX_LIBRARY_NAME = 4096
+MAX_SYMBOL_NAME = 65536
+#: .gnu.version_r: libraries and versions named.
+MAX_VERSION_NEEDS = 65536
 
 SHT_DYNAMIC, SHT_DYNSYM, SHT_GNU_HASH, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 6, 11, 0x6ffffff6, 0x6ffffffe, 0x6fffffff
 DT_NEEDED = 1
@@ -51,6 +71,7 @@ class Elf(object):
 
     def __init__(self, path):
         self.handle = open_regular(path)
+        self.left = MAX_FILE_READ
         try:
             self.fd = self.handle.fileno()
             self.size = os.fstat(self.fd).st_size
@@ -62,6 +83,12 @@ class Elf(object):
     def read(self, offset, size):
         if offset < 0 or size < 0 or offset + size > self.size:
             raise ElfError("a read outside the file (offset %d, %d bytes)" % (offset, size))
+        if size > MAX_SECTION_READ:
+            raise ElfError("a read of %d bytes (at offset %d), more than the %d MiB read of one section"
+                           % (size, offset, MAX_SECTION_READ >> 20))
+        if size > self.left:
+            raise ElfError("more than the %d MiB read of one file" % (MAX_FILE_READ >> 20))
+        self.left -= size
         data = os.pread(self.fd, size, offset)
         if len(data) != size:
             raise ElfError("the file is shorter than its headers say")
@@ -85,15 +112,19 @@ class Elf(object):
             shnum = first[4]  # more than 0xff00 sections: the count is in section 0
         if shstrndx == 0xFFFF:
             shstrndx = first[2]
-        if shnum > 1 << 20:
-            raise ElfError("too many section headers")
+        if shnum > MAX_SECTIONS:
+            raise ElfError("%d section headers, more than the %d read" % (shnum, MAX_SECTIONS))
         self.sections = self._headers(self.read(shoff, shnum * 64))
         if shstrndx >= shnum:
             raise ElfError("no section name table")
         names = self.data(self.sections[shstrndx])
         self.by_name = {}
         for header in self.sections:
-            self.by_name.setdefault(cstring(names, header[0]), header)
+            try:
+                name = cstring(names, header[0], MAX_SECTION_NAME)
+            except ElfError:
+                continue  # no section this code reads has such a name
+            self.by_name.setdefault(name, header)
 
     def _headers(self, raw):
         # (name, type, link, offset, size, entsize, info) of each Elf64_Shdr
@@ -117,11 +148,18 @@ class Elf(object):
         self.handle.close()
 
 
-def cstring(table, index):
+def cstring(table, index, limit=MAX_SYMBOL_NAME):
+    """The NUL-ended name at `index` of a string table; a name without its NUL within `limit`
+    bytes is an ElfError (searching on to the table's end, name after name, is what made a
+    256 KiB table without NUL cost seconds)."""
     if index >= len(table):
         return b""
-    stop = table.find(b"\0", index)
-    return table[index:stop if stop >= 0 else len(table)]
+    stop = table.find(b"\0", index, index + limit + 1)
+    if stop < 0:
+        if len(table) - index <= limit:
+            return table[index:]  # the table's last name, its NUL missing
+        raise ElfError("a name of more than %d bytes (no NUL) in a string table" % limit)
+    return table[index:stop]
 
 
 def fatbin_summary(elf):
@@ -134,16 +172,19 @@ def fatbin_summary(elf):
     start = pos = header[3]
     end = min(start + header[4], elf.size)
     groups, containers, entries = {}, 0, 0
+    budget = {"headers": MAX_FATBIN_HEADERS, "padding": MAX_FATBIN_PADDING}
     fmt = elf.end
-    while pos + 16 <= end and containers < MAX_CONTAINERS:
+    while pos + 16 <= end:
+        spend(budget, "headers", 1, "fatbin headers")
         magic, _version, head, payload = struct.unpack(fmt + "IHHQ", elf.read(pos, 16))
         if magic != FATBIN_MAGIC:
-            pos += 8  # containers are 8-byte aligned; padding may sit between them
+            pos = next_container(elf, pos, end, budget)
             continue
         containers += 1
         sass, ptx = set(), set()
         entry, stop = pos + head, min(pos + head + payload, end)
-        while entry + 48 <= stop and entries < MAX_ENTRIES:
+        while entry + 48 <= stop:
+            spend(budget, "headers", 1, "fatbin headers")
             kind, _v, entry_head, entry_size, _c, _u, minor, major, arch, _o, _n, flags = struct.unpack(
                 fmt + "HHIQIIHHIIIQ", elf.read(entry, 48))
             entries += 1
@@ -163,6 +204,31 @@ def fatbin_summary(elf):
             "groups": [{"sass": list(k[0]), "ptx": list(k[1]), "count": n} for k, n in sorted(groups.items())]}
 
 
+def spend(budget, kind, amount, what):
+    budget[kind] -= amount
+    if budget[kind] < 0:
+        raise ElfError("more %s than the budget allows (%s)" % (what, {
+            "headers": "%d" % MAX_FATBIN_HEADERS, "padding": "%d MiB" % (MAX_FATBIN_PADDING >> 20)}[kind]))
+
+
+def next_container(elf, pos, end, budget):
+    """The next 8-aligned position (from `pos`, which is aligned) where a container's magic
+    stands, or `end`: padding is searched a chunk at a time, not 8 bytes per read (a 64 MiB
+    sparse section took a minute that way), and only up to MAX_FATBIN_PADDING bytes."""
+    magic = struct.pack(elf.end + "I", FATBIN_MAGIC)
+    while pos + 16 <= end:
+        size = min(PADDING_CHUNK, end - pos)
+        spend(budget, "padding", size, "padding between fatbin containers")
+        chunk = elf.read(pos, size)
+        at = chunk.find(magic)
+        while at >= 0 and at % 8:
+            at = chunk.find(magic, at + 1)
+        if at >= 0:
+            return pos + at
+        pos += size - size % 8
+    return end
+
+
 def dynamic_needed(elf):
     """DT_NEEDED names of the .dynamic section (read with its string table)."""
     found = []
@@ -173,7 +239,9 @@ def dynamic_needed(elf):
             if tag == 0:
                 break
             if tag == DT_NEEDED:
-                found.append(cstring(strtab, value).decode("utf-8", "replace"))
+                found.append(cstring(strtab, value, MAX_LIBRARY_NAME).decode("utf-8", "replace"))
+                if len(found) > MAX_SECTIONS:
+                    raise ElfError("more than %d DT_NEEDED entries" % MAX_SECTIONS)
     return found
 
 
@@ -181,23 +249,25 @@ def version_bound(elf):
     """Indexes of .gnu.version that name a version of a library (GLIBC_2.34 of libc.so.6):
     a symbol bound to one of them is that library's, never torch's (torch is unversioned)."""
     bound = {}
+    steps = 0
     for header in elf.of_type(SHT_GNU_VERNEED):
         strtab = elf.data(elf.linked(header))
-        data, off, guard = elf.data(header), 0, 0
-        while off + 16 <= len(data) and guard < 4096:
-            guard += 1
+        data, off = elf.data(header), 0
+        while off + 16 <= len(data):
+            steps += 1
             _ver, count, name, aux, nxt = struct.unpack_from(elf.end + "HHIII", data, off)
-            library = cstring(strtab, name).decode("utf-8", "replace")
+            library = cstring(strtab, name, MAX_LIBRARY_NAME).decode("utf-8", "replace")
             a = off + aux
-            for _ in range(min(count, 4096)):
-                if a + 16 > len(data):
+            for _ in range(count):
+                steps += 1
+                if a + 16 > len(data) or steps > MAX_VERSION_NEEDS:
                     break
                 _hash, _flags, other, vname, anext = struct.unpack_from(elf.end + "IHHII", data, a)
-                bound[other & 0x7FFF] = (library, cstring(strtab, vname).decode("utf-8", "replace"))
+                bound[other & 0x7FFF] = (library, cstring(strtab, vname, MAX_LIBRARY_NAME).decode("utf-8", "replace"))
                 if not anext:
                     break
                 a += anext
-            if not nxt:
+            if not nxt or steps > MAX_VERSION_NEEDS:
                 break
             off += nxt
     return bound
@@ -209,7 +279,7 @@ def torch_undefined(elf):
     tables = elf.of_type(SHT_DYNSYM)
     if not tables:
         return []
-    raw = elf.data(tables[0])
+    raw = symbol_table(elf, tables[0])
     strtab = elf.data(elf.linked(tables[0]))
     versym_headers = elf.of_type(SHT_GNU_VERSYM)
     versym = elf.data(versym_headers[0]) if versym_headers else b""
@@ -227,6 +297,13 @@ def torch_undefined(elf):
     return sorted(set(names))
 
 
+def symbol_table(elf, header):
+    """The bytes of a .dynsym section, refused beyond MAX_DYNAMIC_SYMBOLS entries."""
+    if header[4] // 24 > MAX_DYNAMIC_SYMBOLS:
+        raise ElfError("%d dynamic symbols, more than the %d read" % (header[4] // 24, MAX_DYNAMIC_SYMBOLS))
+    return elf.data(header)
+
+
 def gnu_hash(name):
     h = 5381
     for byte in bytearray(name):
@@ -242,13 +319,15 @@ class ExportTable(object):
         self.elf = elf
         tables = elf.of_type(SHT_DYNSYM)
         hashes = [h for h in elf.sections if h[1] == SHT_GNU_HASH]
-        self.symbols = elf.data(tables[0]) if tables else b""
+        self.symbols = symbol_table(elf, tables[0]) if tables else b""
         self.strtab = elf.data(elf.linked(tables[0])) if tables else b""
         self.all = None
         if hashes and tables:
             data = elf.data(hashes[0])
             self.nbuckets, self.symoffset, bloom_size, self.shift = struct.unpack_from(elf.end + "IIII", data, 0)
             bloom_end = 16 + 8 * bloom_size
+            if bloom_end + 4 * self.nbuckets > len(data):
+                raise ElfError(".gnu.hash is shorter than its bloom filter and buckets")
             self.bloom = struct.unpack_from(elf.end + "%dQ" % bloom_size, data, 16)
             self.buckets = struct.unpack_from(elf.end + "%dI" % self.nbuckets, data, bloom_end)
             chain_start = bloom_end + 4 * self.nbuckets
@@ -275,7 +354,11 @@ class ExportTable(object):
         if index < self.symoffset:
             return False
         fmt = self.elf.end + "IBBH"
+        steps = 0
         while 0 <= index - self.symoffset < len(self.chains):
+            steps += 1
+            if steps > MAX_CHAIN_STEPS:
+                raise ElfError("a .gnu.hash chain of more than %d entries (no end mark)" % MAX_CHAIN_STEPS)
             chained = self.chains[index - self.symoffset]
             if (chained | 1) == (h | 1) and 24 * index + 8 <= len(self.symbols):
                 sym, info, other, shndx = struct.unpack_from(fmt, self.symbols, 24 * index)

@@ -12,7 +12,7 @@
 import os
 import re
 
-from envdoctor.probe.host.core import open_regular, run_command
+from envdoctor.probe.host.core import read_regular, run_command
 from envdoctor.probe.host.gpu_elf import TORCH_LIBS
 
 MAX_TEXT = 65536
@@ -34,8 +34,8 @@ def read_small(path):
 
 
 def read_small_limit(path, limit):
-    with open_regular(path) as handle:
-        return handle.read(limit).decode("utf-8", "replace")
+    """The first `limit` bytes of a text file (sysfs and procfs files say their size is 0)."""
+    return read_regular(path, limit, head=True).decode("utf-8", "replace")
 
 
 def driver_facts(root):

@@ -22,11 +22,35 @@ import time
 
 from envdoctor.probe.host.audit_hash import write_private
 from envdoctor.probe.host.audit_record import fsb, stat_key
-from envdoctor.probe.host.core import open_regular, prune_user_caches, section, site_dirs, touch_user_cache
-from envdoctor.probe.host.gpu_elf import TORCH_LIBS, Elf, ElfError, ExportTable, dynamic_needed, fatbin_summary, torch_undefined
-from envdoctor.probe.host.gpu_host import driver_facts, host_root, read_small, read_small_limit, smi_facts, torch_facts
+from envdoctor.probe.host.core import (
+    MAX_CACHE_BYTES,
+    note_skip,
+    open_regular,
+    prune_user_caches,
+    read_header_block,
+    section,
+    site_dirs,
+    touch_user_cache,
+)
+from envdoctor.probe.host.gpu_elf import (
+    TORCH_LIBS,
+    dynamic_needed,
+    Elf,
+    ElfError,
+    ExportTable,
+    fatbin_summary,
+    torch_undefined,
+)
+from envdoctor.probe.host.gpu_host import (
+    driver_facts,
+    host_root,
+    read_small,
+    read_small_limit,
+    smi_facts,
+    torch_facts,
+)
 
-GPU_CACHE_VERSION = 1
+GPU_CACHE_VERSION = 2  # 2: folders keyed by their stat key, not their mtime
 GPU_CACHE_NAME = "gpu-stack-cache"
 #: A file changed this close to the run is not cached (its stat key could repeat).
 RACY_SECONDS = 3
@@ -46,10 +70,11 @@ _EXTENSION_NAME = re.compile(r"(\.abi3\.so|\.cpython-[^/]*\.so|\.so)$")
 
 def extension_files(site, budget, cache):
     """Extension modules under site-packages (not torch's, not nvidia's libraries). The
-    folders walked are remembered with their mtimes: when none changed (a file added,
-    removed or renamed in a folder changes its mtime), the last walk's answer stands."""
+    folders walked are remembered with their stat keys: when none changed (a file added,
+    removed or renamed in a folder changes its mtime and its ctime; an owner can set the
+    mtime back with `touch -d`, never the ctime), the last walk's answer stands."""
     snapshot = cache.walk(site)
-    if snapshot is not None and same_mtimes(site, snapshot["dirs"]):
+    if snapshot is not None and same_keys(site, snapshot["dirs"]):
         cache.walk_hits += 1
         return [os.path.join(site, rel) for rel in snapshot["found"]]
     found, dirs = walk_site(site, budget)
@@ -58,15 +83,15 @@ def extension_files(site, budget, cache):
     return found
 
 
-def same_mtimes(site, dirs):
-    """Whether every folder (relative to site) still has its recorded mtime."""
+def same_keys(site, dirs):
+    """Whether every folder (relative to site) still has its recorded stat key."""
     fd = None
     try:
         if os.stat in getattr(os, "supports_dir_fd", ()):
             fd = os.open(site, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
             stat_at = os.stat
-            return all(stat_at(rel, dir_fd=fd).st_mtime_ns == mtime for rel, mtime in dirs)
-        return all(os.stat(os.path.join(site, rel)).st_mtime_ns == mtime for rel, mtime in dirs)
+            return all(stat_key(stat_at(rel, dir_fd=fd)) == key for rel, key in dirs)
+        return all(stat_key(os.stat(os.path.join(site, rel))) == key for rel, key in dirs)
     except (OSError, TypeError, ValueError):
         return False
     finally:
@@ -79,12 +104,12 @@ def walk_site(site, budget):
     while stack and budget[0] > 0:
         path = stack.pop()
         try:
-            mtime = os.stat(path).st_mtime_ns  # before listing: a later change shows next time
+            key = stat_key(os.stat(path))  # before listing: a later change shows next time
             with os.scandir(path) as listing:
                 entries = list(listing)
         except OSError:
             continue
-        dirs.append((path, mtime))
+        dirs.append((path, key))
         budget[0] -= len(entries)
         top = path == site
         for entry in entries:
@@ -95,9 +120,11 @@ def walk_site(site, budget):
                 if entry.is_dir(follow_symlinks=top):  # a package folder may be a symlink; nothing below
                     if name != "__pycache__":
                         stack.append(entry.path)
-                elif (name.endswith(".so") and not name.startswith("lib") and _EXTENSION_NAME.search(name)
-                      and entry.is_file(follow_symlinks=False)):
-                    found.append(entry.path)
+                elif name.endswith(".so") and not name.startswith("lib") and _EXTENSION_NAME.search(name):
+                    if entry.is_file(follow_symlinks=False):
+                        found.append(entry.path)
+                    elif not entry.is_file():  # a FIFO, a link to a device: never opened, but named
+                        note_skip(entry.path, "an extension module's name on no regular file; not read")
             except OSError:
                 continue
     return sorted(found), dirs
@@ -168,12 +195,9 @@ def requires_dist(path):
     """The Requires-Dist values of a METADATA file's header block. A line scan rather than
     the email parser: importing that costs more than the whole re-check."""
     found = []
-    with open_regular(path) as handle:
-        for raw in handle:
-            if raw in (b"\n", b"\r\n"):
-                break
-            if raw[:14].lower() == b"requires-dist:":
-                found.append(raw[14:].decode("utf-8", "replace").strip())
+    for raw in read_header_block(path).split(b"\n"):
+        if raw[:14].lower() == b"requires-dist:":
+            found.append(raw[14:].decode("utf-8", "replace").strip())
     return found
 
 
@@ -195,7 +219,7 @@ class GpuCache(object):
             if st.st_uid != os.getuid() or st.st_mode & 0o022:
                 self.folder = None  # someone else could write here: neither read nor write
                 return
-            with open_regular(os.path.join(folder, GPU_CACHE_NAME)) as handle:
+            with open_regular(os.path.join(folder, GPU_CACHE_NAME), MAX_CACHE_BYTES) as handle:
                 info = os.fstat(handle.fileno())
                 if info.st_uid != os.getuid() or info.st_mode & 0o022:
                     return
@@ -229,8 +253,8 @@ class GpuCache(object):
         return entry
 
     def put_walk(self, site, dirs, found):
-        if any(time.time() - mtime / 1e9 < RACY_SECONDS for _path, mtime in dirs):
-            return  # a folder changed just now: its mtime could repeat after another change
+        if any(time.time() - max(key[1], key[2]) / 1e9 < RACY_SECONDS for _path, key in dirs):
+            return  # a folder changed just now: its key could repeat after another change
         self.used_walks[site] = {"dirs": [[os.path.relpath(p, site), m] for p, m in dirs],
                                  "found": [os.path.relpath(p, site) for p in found]}
         self.dirty = True

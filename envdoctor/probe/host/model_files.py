@@ -10,16 +10,25 @@
 
 import base64
 import binascii
-import hashlib
 import json
 import os
 import shutil
 import sys
 import tempfile
 
-from envdoctor.probe.host.core import decode_source, open_regular, run_command, section
+from envdoctor.probe.host.core import (
+    decode_source,
+    read_regular,
+    run_command,
+    section,
+    sha256_regular,
+)
 from envdoctor.probe.host.model_spm import reduce_sentencepiece
-from envdoctor.probe.host.model_tokenizer import chat_template_files, named_token_strings, reduce_tokenizer_json
+from envdoctor.probe.host.model_tokenizer import (
+    chat_template_files,
+    named_token_strings,
+    reduce_tokenizer_json,
+)
 
 MODEL_JSON_FILES = (
     "config.json",
@@ -35,8 +44,11 @@ RANKS_FILES = ("tiktoken.model",)
 MODEL_MAX_JSON_BYTES = 32 * 1024 * 1024
 #: Model code files above this are hashed but not shipped.
 MODEL_MAX_SOURCE_BYTES = 512 * 1024
-#: A ranks file is verified line by line only up to this size; above, only counted.
+#: A ranks file is verified line by line up to this size; a larger one is not read (a
+#: tiktoken ranks file of a 200k vocabulary is about 3 MB).
 MAX_VERIFIED_RANKS_BYTES = 64 * 1024 * 1024
+#: A model file hashed for its entry (the JSON files, templates, tokenizer files, code).
+MODEL_MAX_HASHED_BYTES = 256 * 1024 * 1024
 
 # Run by the venv's interpreter (whatever transformers it has), never by the probe itself.
 # argv: model_dir. Prints one JSON object. Untrusted first, so that nothing of the model's
@@ -79,17 +91,9 @@ print(json.dumps(out, default=str))
 """
 
 
-def model_file_sha256(path):
-    digest = hashlib.sha256()
-    with open_regular(path) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def model_file_entry(path):
     try:
-        return {"size": os.path.getsize(path), "sha256": model_file_sha256(path)}
+        return {"size": os.path.getsize(path), "sha256": sha256_regular(path, MODEL_MAX_HASHED_BYTES)}
     except OSError as exc:
         return {"error": "cannot read: %s" % (exc.strerror or exc)}
 
@@ -97,10 +101,7 @@ def model_file_entry(path):
 def read_model_json(path):
     """(data, error): a clear message for a file that is missing, huge, or not JSON."""
     try:
-        if os.path.getsize(path) > MODEL_MAX_JSON_BYTES:
-            return None, "%s is larger than %d bytes" % (os.path.basename(path), MODEL_MAX_JSON_BYTES)
-        with open_regular(path) as handle:
-            raw = handle.read()
+        raw = read_regular(path, MODEL_MAX_JSON_BYTES)
     except OSError as exc:
         return None, "cannot read %s: %s" % (os.path.basename(path), exc.strerror or exc)
     try:
@@ -112,15 +113,14 @@ def read_model_json(path):
 
 
 def check_ranks(path):
-    """Count a tiktoken ranks file by streaming it; verify it where that is affordable."""
+    """Count and verify a tiktoken ranks file (one over MAX_VERIFIED_RANKS_BYTES is not read)."""
     result = {"file": os.path.basename(path)}
     try:
-        size = os.path.getsize(path)
+        data = read_regular(path, MAX_VERIFIED_RANKS_BYTES)
     except OSError as exc:
         result["error"] = "cannot read: %s" % (exc.strerror or exc)
         return result
-    result["size"] = size
-    verify = size <= MAX_VERIFIED_RANKS_BYTES
+    result["size"] = len(data)
     lines = 0
     bad_lines = 0
     first_bad = None
@@ -130,51 +130,42 @@ def check_ranks(path):
     single_bytes = set()
     tokens = set()
     duplicates = 0
-    try:
-        handle = open_regular(path)
-    except OSError as exc:
-        result["error"] = "cannot read: %s" % (exc.strerror or exc)
-        return result
-    with handle:
-        for raw in handle:
-            if not raw.strip():
-                continue
-            lines += 1
-            if not verify:
-                continue
-            parts = raw.split()
-            try:
-                if len(parts) != 2:
-                    raise ValueError("expected `base64-token rank`")
-                token = base64.b64decode(parts[0], validate=True)
-                rank = int(parts[1])
-            except (ValueError, binascii.Error) as exc:
-                bad_lines += 1
-                if first_bad is None:
-                    first_bad = "line %d: %s" % (lines, exc)
-                continue
-            # Ranks must be 0, 1, 2, ... in file order for the ids to be what tiktoken assigns.
-            if rank != ranks_seen:
-                dense = False
-            ranks_seen += 1
-            max_rank = max(max_rank, rank)
-            if len(token) == 1:
-                single_bytes.add(token)
-            if token in tokens:
-                duplicates += 1
-            else:
-                tokens.add(token)
-    result["lines"] = lines
-    result["verified"] = verify
-    if verify:
-        result.update(
-            bad_lines=bad_lines,
-            first_bad=first_bad,
-            dense=dense and bad_lines == 0,
-            max_rank=max_rank,
-            single_bytes=len(single_bytes),
-            duplicates=duplicates,
-        )
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        lines += 1
+        parts = raw.split()
+        try:
+            if len(parts) != 2:
+                raise ValueError("expected `base64-token rank`")
+            token = base64.b64decode(parts[0], validate=True)
+            rank = int(parts[1])
+        except (ValueError, binascii.Error) as exc:
+            bad_lines += 1
+            if first_bad is None:
+                first_bad = "line %d: %s" % (lines, exc)
+            continue
+        # Ranks must be 0, 1, 2, ... in file order for the ids to be what tiktoken assigns.
+        if rank != ranks_seen:
+            dense = False
+        ranks_seen += 1
+        max_rank = max(max_rank, rank)
+        if len(token) == 1:
+            single_bytes.add(token)
+        if token in tokens:
+            duplicates += 1
+        else:
+            tokens.add(token)
+    result.update(
+        lines=lines,
+        verified=True,
+        bad_lines=bad_lines,
+        first_bad=first_bad,
+        dense=dense and bad_lines == 0,
+        max_rank=max_rank,
+        single_bytes=len(single_bytes),
+        duplicates=duplicates,
+    )
     return result
 
 
@@ -207,8 +198,10 @@ def read_model_code(path):
     if "error" in entry:
         return entry
     if entry["size"] <= MODEL_MAX_SOURCE_BYTES:
-        with open_regular(path) as handle:
-            data = handle.read()
+        try:
+            data = read_regular(path, MODEL_MAX_SOURCE_BYTES)
+        except OSError as exc:  # (replaced since it was hashed)
+            return {"error": "cannot read: %s" % (exc.strerror or exc)}
         # As Python would read it (a coding declaration), else with U+FFFD for what does not decode.
         entry["source"] = decode_source(data)[0] or data.decode("utf-8", "replace")
     else:
@@ -256,15 +249,17 @@ def inspect_model(model_dir, args):
             errors[name] = error
         else:
             parsed[name] = data
+    # A name that is there but no regular file (a FIFO, a link to a device) is read all the
+    # same: the reader refuses it and names it, where isfile() would pass it over in silence.
     for name in CHAT_TEMPLATE_FILES:
         path = os.path.join(model_dir, name)
-        if os.path.isfile(path):
+        if os.path.lexists(path):
             files[name] = model_file_entry(path)
     tokenizer_json = os.path.join(model_dir, "tokenizer.json")
-    if os.path.isfile(tokenizer_json):
+    if os.path.lexists(tokenizer_json):
         files["tokenizer.json"] = model_file_entry(tokenizer_json)
         model["tokenizer_json"] = reduce_tokenizer_json(tokenizer_json, named_token_strings(parsed))
-    elif os.path.isfile(os.path.join(model_dir, "tokenizer.model")):
+    elif os.path.lexists(os.path.join(model_dir, "tokenizer.model")):
         # Only a sentencepiece model: transformers converts it at load; its pieces are the vocabulary.
         spm = os.path.join(model_dir, "tokenizer.model")
         files["tokenizer.model"] = model_file_entry(spm)
@@ -275,7 +270,7 @@ def inspect_model(model_dir, args):
     model["files"] = files
     model["json"] = parsed
     model["json_errors"] = errors
-    ranks = [os.path.join(model_dir, n) for n in RANKS_FILES if os.path.isfile(os.path.join(model_dir, n))]
+    ranks = [os.path.join(model_dir, n) for n in RANKS_FILES if os.path.lexists(os.path.join(model_dir, n))]
     model["ranks"] = check_ranks(ranks[0]) if ranks else None
     code = {}
     refs = []
@@ -285,7 +280,7 @@ def inspect_model(model_dir, args):
             refs.append({"from": source, "auto_class": auto_class, "ref": ref, "file": os.path.basename(path)})
             name = os.path.relpath(path, model_dir)
             if name not in code:
-                code[name] = read_model_code(path) if os.path.isfile(path) else {"error": "missing"}
+                code[name] = read_model_code(path) if os.path.lexists(path) else {"error": "missing"}
     model["auto_map"] = refs
     model["code"] = code
     if args.get("trust_remote_code"):

@@ -4,7 +4,7 @@
 # the vocabulary (id = position), control and user-defined pieces are the tokens
 # transformers adds as special, and the trainer spec names bos/eos/unk/pad.
 
-from envdoctor.probe.host.core import open_regular
+from envdoctor.probe.host.core import read_regular
 from envdoctor.probe.host.model_tokenizer import summarize_vocab
 
 #: A tokenizer.model above this is not parsed (Llama 2's is 0.5 MB, Gemma's 4 MB).
@@ -59,14 +59,8 @@ def signed(value):
 
 def reduce_sentencepiece(path, wanted):
     """What the controller needs of a sentencepiece model, like reduce_tokenizer_json's answer."""
-    import os
-
     try:
-        size = os.path.getsize(path)
-        if size > MODEL_MAX_SPM_BYTES:
-            return {"error": "tokenizer.model is %d bytes, above the %d read" % (size, MODEL_MAX_SPM_BYTES)}
-        with open_regular(path) as handle:
-            buf = bytearray(handle.read())
+        buf = bytearray(read_regular(path, MODEL_MAX_SPM_BYTES))
     except OSError as exc:
         return {"error": "cannot read tokenizer.model: %s" % (exc.strerror or exc)}
     vocab = {}

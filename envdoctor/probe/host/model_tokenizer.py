@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from envdoctor.probe.host.core import open_regular
+from envdoctor.probe.host.core import read_regular
 
 #: A tokenizer.json above this is not parsed (the largest real ones are ~35 MB).
 MODEL_MAX_TOKENIZER_JSON_BYTES = 128 * 1024 * 1024
@@ -122,11 +122,7 @@ def has_byte_level(data):
 def reduce_tokenizer_json(path, wanted):
     """What the controller needs of a tokenizer.json, validated; {"error": ...} when it cannot be read."""
     try:
-        size = os.path.getsize(path)
-        if size > MODEL_MAX_TOKENIZER_JSON_BYTES:
-            return {"error": "tokenizer.json is %d bytes, above the %d read" % (size, MODEL_MAX_TOKENIZER_JSON_BYTES)}
-        with open_regular(path) as handle:
-            data = json.loads(handle.read().decode("utf-8"))
+        data = json.loads(read_regular(path, MODEL_MAX_TOKENIZER_JSON_BYTES).decode("utf-8"))
     except OSError as exc:
         return {"error": "cannot read tokenizer.json: %s" % (exc.strerror or exc)}
     except UnicodeDecodeError as exc:
@@ -194,10 +190,7 @@ def summarize_vocab(vocab, added, wanted):
 def read_template_file(path):
     """(text, error) of a chat template file, bounded."""
     try:
-        if os.path.getsize(path) > MODEL_MAX_TEMPLATE_BYTES:
-            return None, "%s is larger than %d bytes" % (os.path.basename(path), MODEL_MAX_TEMPLATE_BYTES)
-        with open_regular(path) as handle:
-            return handle.read().decode("utf-8"), None
+        return read_regular(path, MODEL_MAX_TEMPLATE_BYTES).decode("utf-8"), None
     except OSError as exc:
         return None, "cannot read %s: %s" % (os.path.basename(path), exc.strerror or exc)
     except UnicodeDecodeError as exc:
@@ -214,8 +207,8 @@ def chat_template_files(model_dir):
         names += sorted("additional_chat_templates/" + n for n in os.listdir(extra) if n.endswith(".jinja"))
     for name in names[:MODEL_MAX_TEMPLATES]:
         path = os.path.join(model_dir, name)
-        if not os.path.isfile(path):
-            continue
+        if not os.path.lexists(path):
+            continue  # (one that is there but no regular file is refused, and named, by the reader)
         text, error = read_template_file(path)
         if error:
             errors[name] = error

@@ -6,8 +6,17 @@
 import base64
 import os
 
-from envdoctor.probe.host.core import (canonical_name, open_regular, open_state_file, run_command, section, site_dirs,
-                                  site_entries, venv_prefix_of)
+from envdoctor.probe.host.core import (
+    MAX_RECORD_BYTES,
+    canonical_name,
+    open_state_file,
+    read_regular,
+    run_command,
+    section,
+    site_dirs,
+    site_entries,
+    venv_prefix_of,
+)
 
 
 def _find_dist_info(sites, distribution):
@@ -22,24 +31,26 @@ def _record_hashes(dist_info, wanted):
     """RECORD's `sha256=<urlsafe b64>` for each wanted relative path."""
     hashes = {}
     try:
-        handle = open(os.path.join(dist_info, "RECORD"), encoding="utf-8", errors="replace")
+        text = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES).decode("utf-8", "replace")
     except OSError:
         return hashes
-    with handle:
-        for line in handle:
-            # RECORD is CSV, but a path with a comma is quoted; the paths we want have none.
-            parts = line.rstrip("\r\n").rsplit(",", 2)
-            if len(parts) == 3 and parts[0] in wanted:
-                hashes[parts[0]] = parts[1]
+    for line in text.split("\n"):
+        # RECORD is CSV, but a path with a comma is quoted; the paths we want have none.
+        parts = line.rstrip("\r").rsplit(",", 2)
+        if len(parts) == 3 and parts[0] in wanted:
+            hashes[parts[0]] = parts[1]
     return hashes
 
 
 def read_ledger_lines(prefix):
     try:
         with open_state_file(prefix, "ledger.jsonl") as handle:
-            return [line.decode("utf-8", "replace") for line in handle]
+            data = handle.read()  # open_state_file refused a ledger over its budget
     except OSError:
         return []
+    lines = [line + b"\n" for line in data.split(b"\n")]  # as a file's lines are: each with its end
+    lines[-1] = lines[-1][:-1]
+    return [line.decode("utf-8", "replace") for line in lines if line]
 
 
 def default_prefix():
@@ -53,6 +64,10 @@ def default_prefix():
     # -I -S: asking the interpreter its prefix must not run the .pth files of its site folders.
     status, out, _ = run_command([python, "-I", "-S", "-c", "import sys; print(sys.prefix)"], timeout=30, cwd="/")
     return out.strip() if status == 0 else ""
+
+
+#: A file a patch edits is Python source sent whole to the controller.
+MAX_PATCHED_BYTES = 16 << 20
 
 
 @section("patch_files")
@@ -78,8 +93,7 @@ def patch_files_section(args, emit):
             full = os.path.join(site, rel)
             entry["file"] = full
             try:
-                with open_regular(full) as handle:
-                    entry["data"] = base64.b64encode(handle.read()).decode("ascii")
+                entry["data"] = base64.b64encode(read_regular(full, MAX_PATCHED_BYTES)).decode("ascii")
             except OSError as exc:
                 entry["error"] = "cannot read %s: %s" % (full, exc.strerror)
             files.append(entry)

@@ -7,29 +7,25 @@
 import base64
 import binascii
 import csv
-import hashlib
 import io
 import json
 import os
 
-from envdoctor.probe.host.core import interpreter_prefix, open_regular, open_state_file, section, within
+from envdoctor.probe.host.core import (
+    MAX_RECORD_BYTES,
+    interpreter_prefix,
+    open_state_file,
+    read_regular,
+    section,
+    sha256_regular,
+    within,
+)
 
 LEDGER_RELATIVE = os.path.join(".envdoctor", "ledger.jsonl")
 
 
 def _b(path):
     return path.encode("utf-8", "surrogateescape")
-
-
-def _sha256_of(path):
-    digest = hashlib.sha256()
-    with open_regular(_b(path)) as handle:
-        while True:
-            chunk = handle.read(1 << 20)
-            if not chunk:
-                break
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _record_digest(value):
@@ -67,12 +63,12 @@ def _record_entries(files):
             if not entry.endswith(".dist-info"):
                 continue
             try:
-                with open_regular(_b(os.path.join(folder, entry, "RECORD"))) as handle:
-                    text = handle.read().decode("utf-8", "surrogateescape")
-            except OSError:
+                text = read_regular(_b(os.path.join(folder, entry, "RECORD")), MAX_RECORD_BYTES)
+                rows = list(csv.reader(io.StringIO(text.decode("utf-8", "surrogateescape"))))
+            except (OSError, csv.Error):
                 continue
             label = entry[: -len(".dist-info")].replace("-", " ", 1)
-            for row in csv.reader(io.StringIO(text)):
+            for row in rows:
                 if len(row) < 2:
                     continue
                 full = os.path.normpath(os.path.join(folder, row[0]))
@@ -112,7 +108,7 @@ def patch_ledger_section(args, emit):
         fact = {"exists": os.path.isfile(_b(name)), "sha256": None, "record_sha256": None, "record_of": None}
         if fact["exists"]:
             try:
-                fact["sha256"] = _sha256_of(name)
+                fact["sha256"] = sha256_regular(_b(name))
             except OSError as exc:
                 fact["error"] = str(exc)
         record = records.get(os.path.normpath(name))

@@ -9,7 +9,7 @@
 import os
 import re
 
-from envdoctor.probe.host.core import open_regular
+from envdoctor.probe.host.core import MAX_TEXT_BYTES, read_regular
 
 MAX_HOPS = 6
 _PYENV_ROOT_LINE = re.compile(rb'^export PYENV_ROOT="([^"]+)"', re.M)
@@ -20,8 +20,7 @@ _TRAMPOLINE = re.compile(rb"^'''exec' (?:\"([^\"]+)\"|(\S+)) \"\$0\" \"\$@\"", r
 
 def read_head(path, size=4096):
     try:
-        with open_regular(path) as handle:
-            return handle.read(size)
+        return read_regular(path, size, head=True)
     except OSError:
         return b""
 
@@ -41,8 +40,7 @@ def search_path(program, exclude=()):
 def read_version_words(path):
     """The versions a .python-version (or pyenv's global version) file names, in order."""
     try:
-        with open_regular(path) as handle:
-            text = handle.read(65536).decode("utf-8", "replace")
+        text = read_regular(path, MAX_TEXT_BYTES, head=True).decode("utf-8", "replace")
     except OSError:
         return None
     words = []
@@ -129,8 +127,7 @@ def asdf_versions():
         if not found:
             continue
         try:
-            with open_regular(found) as handle:
-                text = handle.read(65536).decode("utf-8", "replace")
+            text = read_regular(found, MAX_TEXT_BYTES, head=True).decode("utf-8", "replace")
         except OSError:
             continue
         for line in text.splitlines():

@@ -21,10 +21,12 @@ import sys
 import tempfile
 
 from envdoctor.probe.host.core import (
+    MAX_CACHE_BYTES,
+    MAX_RECORD_BYTES,
     canonical_name,
     decode_source,
-    open_regular,
     prune_user_caches,
+    read_regular,
     read_headers,
     section,
     site_dirs,
@@ -128,12 +130,11 @@ class ImportsCache(object):
         self.used = {}
         self.changed = False
         try:
-            with open_regular(os.path.join(self.folder, self.NAME)) as handle:
-                if self._private(self.folder):
-                    data = json.loads(handle.read(8 * 1024 * 1024).decode("utf-8"))
-                    if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("entries"), dict):
-                        self.entries = data["entries"]
-                        touch_user_cache(os.path.join(self.folder, self.NAME))
+            if self._private(self.folder):
+                data = json.loads(read_regular(os.path.join(self.folder, self.NAME), MAX_CACHE_BYTES).decode("utf-8"))
+                if isinstance(data, dict) and data.get("v") == 1 and isinstance(data.get("entries"), dict):
+                    self.entries = data["entries"]
+                    touch_user_cache(os.path.join(self.folder, self.NAME))
         except (OSError, ValueError):
             pass
 
@@ -203,10 +204,7 @@ def _src_first_import(dist, files, wanted, max_file):
     for rel in files:
         path = os.path.join(dist["site"], rel)
         try:
-            if os.path.getsize(path) > max_file:
-                continue
-            with open_regular(path) as handle:
-                data = handle.read()
+            data = read_regular(path, max_file)
         except OSError:
             continue
         if not any(q in data for q in quick):
@@ -260,9 +258,12 @@ def src_select_distributions(sites, depends_on, extra, imports=(), max_file=4 * 
 def src_record_python_files(dist):
     """Package .py files listed in the distribution's RECORD, relative to its site folder."""
     try:
-        with open(os.path.join(dist["dist_info"], "RECORD"), encoding="utf-8", errors="replace") as handle:
-            rows = list(csv.reader(io.StringIO(handle.read())))
+        text = read_regular(os.path.join(dist["dist_info"], "RECORD"), MAX_RECORD_BYTES).decode("utf-8", "replace")
     except OSError:
+        return None
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error:  # a NUL byte, a field over csv's limit: not a RECORD pip wrote
         return None
     files = []
     for row in rows:
@@ -297,14 +298,9 @@ def sources_section(args, emit):
         for rel in files:
             path = os.path.join(dist["site"], rel)
             try:
-                size = os.path.getsize(path)
-                if size > max_file:
-                    skipped.append({"path": rel, "reason": "larger than %d bytes" % max_file})
-                    continue
-                with open_regular(path) as handle:
-                    data = handle.read()
+                data = read_regular(path, max_file)  # (a skipped one is also named by host.probe)
             except OSError as exc:
-                skipped.append({"path": rel, "reason": "unreadable: %s" % exc.strerror})
+                skipped.append({"path": rel, "reason": "not read: %s" % exc.strerror})
                 continue
             info["files"] += 1
             info["bytes"] += len(data)

@@ -8,10 +8,11 @@ import os
 import subprocess
 
 from envdoctor.probe.host.core import (
+    MAX_LIST_BYTES,
     canonical_name,
     env_site_dirs,
-    open_regular,
     read_headers,
+    read_regular,
     section,
     site_dirs,
     venv_prefix_of,
@@ -55,24 +56,23 @@ def egg_requires(folder):
     requires = []
     marker = ""
     try:
-        handle = open(os.path.join(folder, "requires.txt"), encoding="utf-8", errors="replace")
+        text = read_regular(os.path.join(folder, "requires.txt"), MAX_LIST_BYTES).decode("utf-8", "replace")
     except OSError:
         return requires
-    with handle:
-        for line in handle:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line.startswith("[") and line.endswith("]"):
-                extra, _, condition = line[1:-1].partition(":")
-                parts = []
-                if condition:
-                    parts.append("(%s)" % condition)
-                if extra:
-                    parts.append('extra == "%s"' % extra)
-                marker = " and ".join(parts)
-                continue
-            requires.append("%s; %s" % (line, marker) if marker else line)
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            extra, _, condition = line[1:-1].partition(":")
+            parts = []
+            if condition:
+                parts.append("(%s)" % condition)
+            if extra:
+                parts.append('extra == "%s"' % extra)
+            marker = " and ".join(parts)
+            continue
+        requires.append("%s; %s" % (line, marker) if marker else line)
     return requires
 
 
@@ -89,7 +89,7 @@ def read_distribution(site, entry):
     try:
         headers = read_headers(meta)
     except OSError as exc:
-        dist["error"] = "unreadable metadata: %s" % exc
+        dist["error"] = "unreadable metadata: %s" % (exc.strerror or exc)
         dist["name"] = entry.rsplit("-", 1)[0] if "-" in entry else entry.split(".")[0]
         dist["version"] = ""
         dist["requires"] = []
@@ -116,8 +116,7 @@ def pth_paths(site):
     found = []
     for name in names:
         try:
-            with open_regular(os.path.join(site, name)) as handle:
-                text = handle.read(1 << 20).decode("utf-8", "replace")
+            text = read_regular(os.path.join(site, name), MAX_LIST_BYTES).decode("utf-8", "replace")
         except OSError:
             continue
         for line in text.splitlines():
