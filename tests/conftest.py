@@ -90,3 +90,18 @@ def venv_factory(tmp_path_factory: pytest.TempPathFactory):
         return make_venv(root / name, list(packages))
 
     return make
+
+
+TIERS = ("unit", "oracle", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test carries its tier's marker, from its folder: `pytest -m unit` runs the fast tier."""
+    root = Path(__file__).parent
+    for item in items:
+        try:
+            tier = item.path.relative_to(root).parts[0]
+        except ValueError:
+            continue
+        if tier in TIERS:
+            item.add_marker(tier)

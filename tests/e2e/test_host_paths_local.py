@@ -30,7 +30,7 @@ from envdoctor.probe.program import (
 )
 from envdoctor.probe.host.venvs import venvs_section
 from envdoctor.probe.schema import SECTION_SCHEMAS, SchemaMismatch, check_shape, conforms
-from tests.unit.test_probe_schema_fast import REPLACEMENTS, nodes, replaced, shape_ok
+from tests.e2e.test_probe_schema_fast import REPLACEMENTS, nodes, replaced, shape_ok
 
 REAL_KEYS = ("real_prefix", "real_bin", "real_executable_dir", "real_dir", "interpreter_real_dir")
 

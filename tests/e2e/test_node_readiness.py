@@ -18,7 +18,7 @@ import pytest
 from envdoctor.probe.host import node as node_probe
 from tests.conftest import make_venv
 from tests.node_layouts import fake_node, write
-from tests.node_samples import Gpu, Host, Proc, node_gpus, outputs_of
+from tests.node_samples import Host, Proc, node_gpus, outputs_of
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import textwrap
-from pathlib import Path
 
 import pytest
 

@@ -7,7 +7,6 @@ exec command ends on its own within 30 s, so a regression is slow but bounded.""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time

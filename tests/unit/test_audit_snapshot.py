@@ -155,14 +155,6 @@ def test_damaged_snapshot_falls_back(env):
     assert items == {} and not data["stats"]["snapshot"].startswith(REPLAYED)
 
 
-def test_stat_pass_is_the_same_over_forked_workers(env, monkeypatch):
-    """The digests do not depend on how many processes took the chunks."""
-    prefix, _, _ = env
-    monkeypatch.setattr(audit_snapshot, "PARALLEL_MIN_PATHS", 0)
-    data, items = run_section(prefix, workers=3)
-    assert items == {} and data["stats"]["snapshot"].startswith(REPLAYED) and data["stats"]["workers"] == 3
-
-
 def test_non_utf8_names_survive_the_snapshot(env, monkeypatch):
     """A file whose name is not UTF-8 is watched by its exact bytes and replayed as the same path."""
     prefix, site, _ = env

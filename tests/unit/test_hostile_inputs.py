@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -60,22 +58,6 @@ def test_string_runs_are_bounded_exactly_when_the_tokenizer_is_skipped(ending):
     assert "adjacent string literals" in (source_problem(run(201)) or "")
     assert source_problem(run(200)) is None
     assert source_problem("".join(f'x{i} = "s{i}"{ending}' for i in range(300))) is None
-
-
-def test_deep_source_through_the_scanner_cli_exits_without_a_crash(tmp_path):
-    """`envdoctor scan` on a 20,000-deep file says it cannot be scanned instead of dying with SIGSEGV: a
-    one-line error (exit 2) when the file is named, one of the errors when its folder is."""
-    bad = tmp_path / "bad.py"
-    bad.write_text("from transformers import AutoTokenizer\nAutoTokenizer.from_pretrained('m')\nx = "
-                   + "(" * 20000 + "1" + ")" * 20000 + "\n")
-    proc = subprocess.run([sys.executable, "-m", "envdoctor", "scan", str(bad)], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 2, proc.stderr  # a named file that cannot be scanned is bad input
-    assert proc.stderr.startswith("envdoctor: error:") and "nested brackets" in proc.stderr.splitlines()[0]
-    assert "Traceback" not in proc.stderr
-    inside = subprocess.run([sys.executable, "-m", "envdoctor", "scan", str(tmp_path)], capture_output=True,
-                            text=True, timeout=120)
-    assert inside.returncode == 0 and "nested brackets" in inside.stdout, inside.stderr
 
 
 @pytest.mark.parametrize("answer, words", [
@@ -149,15 +131,6 @@ def test_index_urls_move_from_argv_to_pip_environment():
     assert "p4ss" not in " ".join(command) and "TOKEN" not in " ".join(command)
     assert stdin is not None and b"PIP_INDEX_URL=http://u:p4ss@h/simple\n" in stdin
     assert wrapped_command(["/bin/echo", "--index-url", "x"]) == (["/bin/echo", "--index-url", "x"], None)
-
-
-def test_wrapped_pip_command_really_gets_the_variables(tmp_path):
-    """The sh wrapper exports what arrives on stdin and execs the command (a real sh)."""
-    command, stdin = wrapped_command([sys.executable, "-m", "pip", "--index-url", "http://u:p@h/s", "x"])
-    command[command.index(sys.executable):] = [sys.executable, "-c",
-                                               "import os; print(os.environ['PIP_INDEX_URL'])"]
-    out = subprocess.run(command, input=stdin, capture_output=True, check=True).stdout
-    assert out.decode().strip() == "http://u:p@h/s"
 
 
 @pytest.mark.parametrize("text", ["https://TOKEN1234@host/simple", "http://alice:s3cret@host/x",

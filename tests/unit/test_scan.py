@@ -530,16 +530,6 @@ def test_scanner_walks_a_tree_and_goes_on_after_errors(tree):
     assert [s.path for s in report.gaps] == ["app.py", "declared.py", "transformers/models/bert/modeling.py"]
 
 
-def test_filtered_parallel_and_full_scans_agree(tree):
-    """The byte filter, the ast shortcuts and worker processes change the speed, never the findings."""
-    reference = TrustRemoteCodeScanner(use_filter=False, shortcuts=False).scan([tree])
-    assert reference.parsed == reference.files
-    for scanner in (TrustRemoteCodeScanner(), TrustRemoteCodeScanner(jobs=2), TrustRemoteCodeScanner(use_filter=False)):
-        report = scanner.scan([tree])
-        assert (report.sites, report.errors) == (reference.sites, reference.errors)
-        assert report.parsed < reference.parsed or not scanner.use_filter
-
-
 def test_files_without_a_candidate_call_never_reach_libcst(tmp_path):
     """A file past the byte filter with no call that can be a site is settled by ast alone; a deep one is still an error."""
     (tmp_path / "typed.py").write_text("from vllm.config import ModelConfig\ndef f(c: ModelConfig) -> None:\n    pass\n")
@@ -686,38 +676,6 @@ def test_reports_sarif_json_and_text(tmp_path):
     assert run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"].startswith("c.py:")
     text = render(scans, "text")
     assert "a/x.py:3:5: missing" in text and text.rstrip().endswith("1 file(s) could not be scanned")
-
-
-def test_namespace_packages_and_reexports_resolve_across_a_scanned_tree(tmp_path):
-    """A folder without __init__.py is still a package inside the scanned root, and a package's re-export is followed."""
-    root = tmp_path / "python" / "sglang"
-    (root / "srt" / "utils").mkdir(parents=True)  # srt and utils have no __init__.py, as in sglang
-    (root / "__init__.py").write_text("")
-    (root / "srt" / "utils" / "common.py").write_text("from transformers import AutoConfig, AutoProcessor\n")
-    (root / "srt" / "hf.py").write_text(
-        "from .utils.common import AutoConfig\n"
-        "from .utils import common\n"
-        "config = AutoConfig.from_pretrained(path)\n"
-        "processor = common.AutoProcessor.from_pretrained(path, trust_remote_code=True)\n"
-    )
-    (root / "srt" / "model_loader.py").write_text(
-        "from transformers import AutoModel\nmodel = AutoModel.from_config(config)\n")
-    for scanner in (TrustRemoteCodeScanner(), TrustRemoteCodeScanner(jobs=2),
-                    TrustRemoteCodeScanner(use_filter=False, shortcuts=False)):
-        report = scanner.scan([root])
-        assert [(s.path, s.line, s.callee, s.state) for s in report.sites] == [
-            ("srt/hf.py", 3, CFG, "missing"),
-            ("srt/hf.py", 4, "transformers.AutoProcessor.from_pretrained", "ok"),
-            ("srt/model_loader.py", 2, "transformers.AutoModel.from_config", "missing"),
-        ], scanner
-    # Installed under site-packages, a namespace folder is named from the site root.
-    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
-    (site / "ns" / "inner").mkdir(parents=True)
-    module = site / "ns" / "inner" / "m.py"
-    module.write_text("from ..up import AutoModel\n")
-    from envdoctor.scan.scanner import module_of_file
-
-    assert module_of_file(module, site / "ns") == ("ns.inner.m", "ns.inner")
 
 
 def test_from_config_and_reexport_files_pass_the_byte_filters():
