@@ -68,7 +68,9 @@ def count_wire(out: str, argv: list[str]) -> None:
             program = json.loads(stdin.partition(b"\n")[0]).get("program")
             if program and program not in host["programs"]:
                 host["programs"].append(program)
-        return await real_run(self, argv, stdin=stdin, **kwargs)
+        result = await real_run(self, argv, stdin=stdin, **kwargs)
+        host["received"] = host.get("received", 0) + len(result.stdout) + len(result.stderr)
+        return result
 
     ssh.SSHTransport.run = run  # type: ignore[method-assign]
 
@@ -101,11 +103,11 @@ def forget_programs(counts: dict[str, dict]) -> None:
         (folder / f"probe-{code}").unlink(missing_ok=True)
 
 
-def bytes_per_host(counts: dict[str, dict]) -> tuple[float, float, float]:
-    """Mean stdin bytes, command-line bytes and commands per host."""
+def bytes_per_host(counts: dict[str, dict]) -> tuple[float, float, float, float]:
+    """Mean stdin bytes, command-line bytes, commands and bytes received (output) per host."""
     n = max(1, len(counts))
     return (sum(h["stdin"] for h in counts.values()) / n, sum(h["command_line"] for h in counts.values()) / n,
-            sum(h["commands"] for h in counts.values()) / n)
+            sum(h["commands"] for h in counts.values()) / n, sum(h.get("received", 0) for h in counts.values()) / n)
 
 
 def children_cpu() -> float:
@@ -184,7 +186,7 @@ def main() -> None:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "XDG_CACHE_HOME": str(root / "controller-cache")}
     ssh_base = ["ssh", "-F", str(server.ssh_config), "-o", "BatchMode=yes"]
     rows = []
-    wire_rows: list[tuple[int, tuple[float, float, float], tuple[float, float, float]]] = []
+    wire_rows: list[tuple[int, tuple[float, ...], tuple[float, ...]]] = []
     try:
         for n in sizes:
             hosts = aliases[:n]
@@ -234,13 +236,14 @@ def main() -> None:
     print_resolver_rows(resolver_rows)
 
 
-def print_wire_rows(rows: list[tuple[int, tuple[float, float, float], tuple[float, float, float]]]) -> None:
+def print_wire_rows(rows: list[tuple[int, tuple[float, ...], tuple[float, ...]]]) -> None:
     print(f"\n{'hosts':>5} {'run':>7} {'stdin B/host':>13} {'cmdline B/host':>15} {'total B/host':>13} "
-          f"{'cmds/host':>10}")
+          f"{'cmds/host':>10} {'recv B/host':>12}")
     worst = 0.0
     for n, first, repeat in rows:
-        for label, (stdin, line, commands) in (("first", first), ("repeat", repeat)):
-            print(f"{n:>5} {label:>7} {stdin:>13.0f} {line:>15.0f} {stdin + line:>13.0f} {commands:>10.2f}")
+        for label, (stdin, line, commands, received) in (("first", first), ("repeat", repeat)):
+            print(f"{n:>5} {label:>7} {stdin:>13.0f} {line:>15.0f} {stdin + line:>13.0f} {commands:>10.2f} "
+                  f"{received:>12.0f}")
         worst = max(worst, repeat[0] + repeat[1])
     if rows:
         verdict = "met" if worst <= TARGET_REPEAT_BYTES else "NOT met"
