@@ -107,7 +107,7 @@ def test_repeat_run_sends_only_the_request_line(home):
 
 def test_a_controller_that_knows_the_host_lacks_the_program_sends_it_at_once(home):
     """A destination the memory knows, without this program, gets it in the first command."""
-    held.HELD.note("\0".join((Recording().destination, sys.executable)), "0" * 64, held=True)
+    held.HELD.note(f"{Recording().destination}\0{sys.executable}", "0" * 64, held=True)
     stdins = probe()
     assert len(stdins) == 1 and carries_program(stdins[0])
 
@@ -145,7 +145,7 @@ def test_a_copy_others_could_write_is_not_used(home, how):
     marker = home / "ran"
     code = planted_code(marker)
     kept_code(home).write_bytes(code)
-    held.HELD.note("\0".join((Recording().destination, sys.executable)), DIGEST, held=True,
+    held.HELD.note(f"{Recording().destination}\0{sys.executable}", DIGEST, held=True,
                    code=hashlib.sha256(code).hexdigest())
     folder = kept_program(home).parent
     if how == "group-writable folder":
