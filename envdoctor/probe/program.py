@@ -15,15 +15,16 @@ import hashlib
 import json
 import os
 import time
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from envdoctor.probe import shared_answers
+from envdoctor.probe import held, shared_answers
 from envdoctor.probe.host import module_source
 from envdoctor.errors import ProbeError
-from envdoctor.transport.interface import RUN_MARKER, Transport
+from envdoctor.transport.interface import RUN_MARKER, CommandResult, Transport
 
 #: Probe modules every program holds, first: the shared helpers, then the run (main, the
 #: deadline, the watchdog).
@@ -69,39 +70,71 @@ echo "envdoctor: no Python 3 interpreter found on this host (looked for python3 
 exit 127
 """
 
-#: Reads the request line and the program from stdin and runs the program. Compiling the
-#: program costs 10 to 25 ms on every run, so the code object is kept in the user's cache
-#: folder (owner-only, keyed by the program's text and the exact Python build, the newest
-#: PROBE_CACHE_KEEP kept). It is used only when the folder and the file belong to the user
-#: and nobody else can write them, since it is code that runs. Any failure there only means
-#: compiling again.
+#: Reads the request line from stdin and runs the program it names by sha256 ("program").
+#: The program travels zlib-compressed ("size" bytes after the line) only when the host has
+#: no verified copy: the bootstrap keeps the compressed text in the user's cache folder
+#: (``program-<sha256>``) and runs a kept copy only after checking it against the digest the
+#: controller sent; one that does not match is as good as absent. Without a usable copy it
+#: prints ``{"need_program": sha256}`` and ends, and the controller sends the program.
+#: Compiling costs 10 to 90 ms, so the code object is kept too (``probe-<digest>``, per
+#: program and Python build); it is loaded only when the sha256 of its bytes is the one the
+#: controller sends ("code"), which the controller learned from this host's own report when
+#: it wrote them (``{"program_code": sha256}``, printed before the program's lines). Both are
+#: used only when the folder and the file belong to the user and nobody else can write them;
+#: files are 0600, written to a temporary name and renamed, the newest PROBE_CACHE_KEEP of
+#: each kind kept. Any failure there only means sending or compiling again.
 PROBE_CACHE_KEEP = 16
 _BOOTSTRAP = f"""
-import json,sys
+import json,sys,os,zlib,marshal
+from hashlib import sha256 as H
 i=sys.stdin.buffer
-r=json.loads(i.readline().decode('utf-8'))
-s=i.read(r['size'])
-c=None
-try:
- import hashlib,marshal,os
- d=os.path.join(os.path.expanduser('~'),'.cache','envdoctor')
- p=os.path.join(d,'probe-'+hashlib.sha1(s+sys.version.encode()).hexdigest())
- u=os.getuid()
- for q in (d,p):
-  m=os.stat(q)
-  if m.st_uid!=u or m.st_mode&0o022:raise OSError(q)
- with open(p,'rb') as f:c=marshal.loads(f.read())
-except Exception:pass
-if c is None:
- c=compile(s,'<envdoctor-probe>','exec')
+r=json.loads(i.readline().decode())
+h=r['program'];n=r.get('size',0);k=r.get('code')
+d=os.path.join(os.path.expanduser('~'),'.cache','envdoctor')
+P=os.path.join(d,'program-'+h)
+C=os.path.join(d,'probe-'+H((h+sys.version).encode()).hexdigest()[:40])
+u=os.getuid()
+def T(m):return m.st_uid==u and not m.st_mode&18
+def R(q):
+ try:
+  if not T(os.stat(d)):return
+  with open(os.open(q,os.O_RDONLY|os.O_NOFOLLOW),'rb') as f:
+   m=os.fstat(f.fileno())
+   if T(m) and m.st_mode>>12==8:return f.read()
+ except Exception:pass
+def W(q,b):
  try:
   if not os.path.isdir(d):os.makedirs(d,0o700)
-  t='%s.%d.tmp'%(p,os.getpid())
-  with open(os.open(t,os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o600),'wb') as f:f.write(marshal.dumps(c))
-  os.replace(t,p)
-  o=sorted((os.stat(os.path.join(d,n)).st_mtime,n) for n in os.listdir(d) if n.startswith('probe-'))
-  for _,n in o[:-{PROBE_CACHE_KEEP}]:os.unlink(os.path.join(d,n))
+  if not T(os.stat(d)):return
+  t='%s.%d.tmp'%(q,os.getpid())
+  with open(os.open(t,os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o600),'wb') as f:f.write(b)
+  os.replace(t,q)
+  x=os.path.basename(q)[:6]
+  o=sorted((os.stat(os.path.join(d,e)).st_mtime,e) for e in os.listdir(d) if e[:6]==x and e[-4:]!='.tmp')
+  for _,e in o[:-{PROBE_CACHE_KEEP}]:os.unlink(os.path.join(d,e))
+  return 1
  except Exception:pass
+def V(z):
+ try:
+  s=zlib.decompress(z)
+  if H(s).hexdigest()==h:return s
+ except Exception:pass
+c=s=None
+if n:
+ z=i.read(n);s=V(z)
+ if s is None:sys.exit('envdoctor: the probe program does not match its sha256')
+ W(P,z)
+if k:
+ b=R(C)
+ try:
+  if b and H(b).hexdigest()==k:c=marshal.loads(b)
+ except Exception:pass
+if c is None:
+ if s is None:s=V(R(P) or b'')
+ if s is None:
+  print(json.dumps({{'need_program':h}}));sys.exit(0)
+ c=compile(s,'<envdoctor-probe>','exec');b=marshal.dumps(c)
+ if W(C,b):print(json.dumps({{'program_code':H(b).hexdigest()}}),flush=True)
 g={{'__name__':'envdoctor_probe'}}
 exec(c,g)
 g['main'](r)
@@ -199,15 +232,27 @@ def probe_command(python_candidates: Sequence[str]) -> list[str]:
     return ["sh", "-c", _WRAPPER, "envdoctor-probe", _BOOTSTRAP, *python_candidates]
 
 
-def encode_stdin(request: dict[str, Any], program: str) -> bytes:
-    """The request line (with the program's size: stdin may stay open after it) and the program."""
-    code = _encoded(program)
-    return (json.dumps({**request, "size": len(code)}) + "\n").encode("utf-8") + code
+def encode_stdin(request: dict[str, Any], program: str, *, send: bool = True) -> bytes:
+    """The request line, naming the program by its sha256, then the program zlib-compressed
+    (the line gives its size: stdin may stay open after it). Without ``send`` only the line
+    goes, for a host that keeps a copy: it answers ``need_program`` when it has none."""
+    line = {**request, "program": program_digest(program)}
+    if send:
+        code = _compressed(program)
+        return (json.dumps({**line, "size": len(code)}) + "\n").encode("utf-8") + code
+    return (json.dumps(line) + "\n").encode("utf-8")
 
 
 @cache
-def _encoded(program: str) -> bytes:
-    return program.encode("utf-8")  # the same few programs for every host of a fleet
+def program_digest(program: str) -> str:
+    """The sha256 that names a program on the host."""
+    return hashlib.sha256(program.encode("utf-8")).hexdigest()
+
+
+@cache
+def _compressed(program: str) -> bytes:
+    # the same few programs for every host of a fleet: compressed once per run
+    return zlib.compress(program.encode("utf-8"), 6)
 
 
 #: Values (estimated from ``[``, ``{`` and ``,``) one host's answer may hold: 64 MB of
@@ -239,6 +284,8 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
             raise ProbeError(f"probe printed something that is not JSON: {raw[:120]!r}") from exc
         if not isinstance(record, dict):  # e.g. a sitecustomize on the host printing "42"
             raise ProbeError(f"probe printed something that is not a probe record: {raw[:120]!r}")
+        if "program_code" in record and "section" not in record:
+            continue  # the bootstrap's note that it kept the compiled program (see run_probe)
         if record.get("done"):
             done = True
             output.skipped, output.skipped_more = _skipped_files(record)
@@ -280,25 +327,74 @@ async def run_probe(
     The probe stops itself at its deadline (from ``timeout``, shortened to what is left before
     ``until``, a time.monotonic when the host's whole budget ends), and its watchdog ends it
     and what it started when this command's stdin, held open while it runs, closes: see
-    probe/guard.py."""
+    probe/guard.py.
+
+    Only the request line goes to a host that keeps the program (see _BOOTSTRAP); one that
+    answers ``need_program`` is sent it in a second command, as is one the controller's
+    memory (probe/held.py) knows to lack it."""
     program = build_program(sections)
+    digest = program_digest(program)
     if until is not None:
         left = max(1.0, until - time.monotonic())
         timeout = left if timeout is None else min(timeout, left)
+    started = time.monotonic()
+    destination = "\0".join((transport.destination, *python_candidates))
+    known, holds, code = held.HELD.lookup(destination, digest)
+    send = known and not holds
+    result = await _run_once(transport, sections, program, python_candidates, timeout, send=send, code=code)
+    lines = result.stdout.splitlines()
+    if not send and _asks_for_program(lines, digest):
+        send = True
+        if timeout is not None:  # (what the first command left of it)
+            timeout = max(1.0, timeout - (time.monotonic() - started))
+        result = await _run_once(transport, sections, program, python_candidates, timeout, send=True, code="")
+        lines = result.stdout.splitlines()
+    reported = _reported_code(lines)
+    if result.exit_status == NO_PYTHON_STATUS and not result.stdout:
+        raise ProbeError(result.stderr_tail(1) or "no Python 3 interpreter on the host")
+    try:
+        output = parse_lines(lines)
+    except ProbeError as exc:
+        detail = result.stderr_tail(3)
+        raise ProbeError(f"{exc}; exit status {result.exit_status}" + (f": {detail}" if detail else "")) from None
+    # Sent and not kept (no compiled code reported: a cache folder others can write): the
+    # next run sends it at once.
+    held.HELD.note(destination, digest, held=bool(reported) or not send, code=reported)
+    return output
+
+
+async def _run_once(transport: Transport, sections: dict[str, dict[str, Any]], program: str,
+                    python_candidates: Sequence[str], timeout: float | None, *, send: bool, code: str) -> CommandResult:
+    """One probe command: the request line, naming the program (and its compiled code when
+    known), and the program itself when ``send``."""
     request: dict[str, Any] = {"sections": sections, "watch": True}
     if timeout is not None:
         request["deadline"] = probe_deadline(timeout)
-    result = await transport.run(
+    if code:
+        request["code"] = code
+    return await transport.run(
         probe_command(python_candidates),
-        stdin=encode_stdin(request, program),
+        stdin=encode_stdin(request, program, send=send),
         env=RUN_MARKER,
         timeout=timeout,
         hold_stdin=True,
     )
-    if result.exit_status == NO_PYTHON_STATUS and not result.stdout:
-        raise ProbeError(result.stderr_tail(1) or "no Python 3 interpreter on the host")
-    try:
-        return parse_lines(result.stdout.splitlines())
-    except ProbeError as exc:
-        detail = result.stderr_tail(3)
-        raise ProbeError(f"{exc}; exit status {result.exit_status}" + (f": {detail}" if detail else "")) from None
+
+
+_NEED_PROGRAM = b'{"need_program": "'
+_PROGRAM_CODE = b'{"program_code": "'
+
+
+def _asks_for_program(lines: list[bytes], digest: str) -> bool:
+    """Whether the host's answer is the bootstrap's request for this program."""
+    return bool(lines) and lines[0].strip() == _NEED_PROGRAM + digest.encode() + b'"}'
+
+
+def _reported_code(lines: list[bytes]) -> str:
+    """The sha256 of the compiled code the host just kept, from the bootstrap's first line."""
+    first = lines[0].strip() if lines else b""
+    if first.startswith(_PROGRAM_CODE) and first.endswith(b'"}') and len(first) == len(_PROGRAM_CODE) + 66:
+        digest = first[len(_PROGRAM_CODE):-2].decode("ascii", "replace")
+        if all(c in "0123456789abcdef" for c in digest):
+            return digest
+    return ""

@@ -68,6 +68,12 @@ class Transport(ABC):
     #: The name the user gave for the host (for messages), not necessarily its address.
     name: str
 
+    @property
+    def destination(self) -> str:
+        """Who this transport reaches, for what the controller remembers of a host between
+        runs (probe/held.py): the name, unless the transport knows better."""
+        return self.name
+
     async def __aenter__(self) -> Transport:
         await self.connect()
         return self

@@ -44,6 +44,10 @@ class LocalTransport(Transport):
     def __init__(self, name: str = "local") -> None:
         self.name = name
 
+    @property
+    def destination(self) -> str:
+        return f"local:{os.path.expanduser('~')}"  # (the probe keeps its programs under ~)
+
     async def connect(self) -> None:
         return None
 

@@ -142,6 +142,10 @@ class SSHTransport(Transport):
         self.sessions_opened = 0
         self.connect_attempts = 0
 
+    @property
+    def destination(self) -> str:
+        return f"ssh:{self.target}"
+
     async def connect(self) -> None:
         """Resolve the destination as OpenSSH does (``ssh -G``), then connect to exactly that:
         through each ProxyJump hop in turn, every hop's host key checked by its own settings.

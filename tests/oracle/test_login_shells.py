@@ -61,6 +61,7 @@ def test_the_probe_runs_under_every_login_shell(shell):
     proc = subprocess.run([path, "-c", line], input=stdin, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     answers = [json.loads(ln) for ln in proc.stdout.decode("utf-8").splitlines()[1:]]
+    answers = [a for a in answers if "program_code" not in a]  # (the bootstrap's note that it kept the program)
     assert answers[-1] == {"done": True} and answers[0]["section"] == "host" and "data" in answers[0]
 
 
