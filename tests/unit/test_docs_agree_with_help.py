@@ -125,7 +125,8 @@ def code_cache_names() -> dict[str, Path]:
         if not re.search(r"""["']\.cache["']""", source):
             continue
         found = set(re.findall(r"""["']([a-z][a-z0-9_]*-)["']""", source))
-        found |= set(re.findall(r"""["']envdoctor["'][\s,/()A-Za-z]*?["']([a-z][a-z0-9_-]*)["']""", source))
+        found |= set(re.findall(r"""["']envdoctor["'][\s,/()A-Za-z]*?["']([a-z][a-z0-9_-]*)(?:\.[a-z]+)?["']""",
+                                source))
         names.update({name: path for name in found})
     return names
 
