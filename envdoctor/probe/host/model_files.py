@@ -23,6 +23,7 @@ from envdoctor.probe.host.core import (
     section,
     sha256_regular,
 )
+from envdoctor.probe.host.model_cache import cached_model_answer
 from envdoctor.probe.host.model_spm import reduce_sentencepiece
 from envdoctor.probe.host.model_tokenizer import (
     chat_template_files,
@@ -291,4 +292,7 @@ def inspect_model(model_dir, args):
 
 @section("models")
 def models_section(args, emit):
-    return [inspect_model(os.path.abspath(os.path.expanduser(d)), args) for d in args.get("models", [])]
+    # A folder whose files, loader interpreter and installed packages are as they were last
+    # time is answered from the user's cache (model_cache.py): no hashing, no live load.
+    return [cached_model_answer(os.path.abspath(os.path.expanduser(d)), args, inspect_model)
+            for d in args.get("models", [])]
