@@ -19,7 +19,6 @@ import tempfile
 from envdoctor.probe.host.core import (
     decode_source,
     read_regular,
-    run_command,
     section,
     sha256_regular,
 )
@@ -52,11 +51,14 @@ MAX_VERIFIED_RANKS_BYTES = 64 * 1024 * 1024
 MODEL_MAX_HASHED_BYTES = 256 * 1024 * 1024
 
 # Run by the venv's interpreter (whatever transformers it has), never by the probe itself.
-# argv: model_dir. Prints one JSON object. Untrusted first, so that nothing of the model's
-# code is in the process when the untrusted load is judged.
+# argv: model_dir, then the loads to make ("untrusted", "trusted"; both when none is named).
+# Prints one JSON object. Untrusted first (or in a process of its own: see
+# load_tokenizer_live), so that nothing of the model's code is in the process when the
+# untrusted load is judged.
 LIVE_LOADER = r"""
 import json, sys, traceback
 model_dir = sys.argv[1]
+wanted = sys.argv[2:] or ["untrusted", "trusted"]
 out = {}
 def describe(tok):
     ids = {}
@@ -82,6 +84,8 @@ except Exception as exc:
     print(json.dumps(out, default=str))
     sys.exit(0)
 for key, trust in (("untrusted", False), ("trusted", True)):
+    if key not in wanted:
+        continue
     try:
         tok = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=trust, local_files_only=True)
         out[key] = describe(tok)
@@ -210,18 +214,40 @@ def read_model_code(path):
     return entry
 
 
-def load_tokenizer_live(python, model_dir, timeout):
-    """Run the live loader in the venv; its dynamic-module cache is a temp folder we remove."""
+def start_live_loader(python, model_dir, loads):
+    """Start the live loader for `loads` ("untrusted", "trusted"); (process, its module cache
+    folder) or (None, the error). Offline, stdin closed, its own dynamic-module cache."""
+    import subprocess
+
     cache = tempfile.mkdtemp(prefix="envdoctor-hf-modules-")
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_MODULES_CACHE=cache,
                TOKENIZERS_PARALLELISM="false", PYTHONDONTWRITEBYTECODE="1")
     try:
         # -I and cwd "/": neither the caller's folder (a json.py there) nor PYTHONPATH is imported.
-        status, out, err = run_command([python, "-I", "-c", LIVE_LOADER, model_dir], timeout=timeout, env=env,
-                                       cwd="/")
+        proc = subprocess.Popen([python, "-I", "-c", LIVE_LOADER, model_dir] + list(loads), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/")
+    except OSError as exc:
+        shutil.rmtree(cache, ignore_errors=True)
+        return None, str(exc)
+    return proc, cache
+
+
+def finish_live_loader(python, proc, cache, until):
+    """The JSON the loader printed, or {"error": ...} (it failed, or ran past `until`)."""
+    import subprocess
+    import time
+
+    try:
+        out, err = proc.communicate(timeout=max(0.1, until - time.time()))
+        status = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        status, err = 124, b"timed out"
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     if status != 0:
         tail = err.strip().splitlines()[-3:]
         return {"error": "%s exited with %d: %s" % (python, status, " | ".join(tail))}
@@ -229,6 +255,35 @@ def load_tokenizer_live(python, model_dir, timeout):
         return json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": "the tokenizer loader printed no result: %s" % err.strip()[-300:]}
+
+
+def usable_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def load_tokenizer_live(python, model_dir, timeout):
+    """The untrusted and the trusted load. With 4 cores or more each runs in a process of its
+    own, side by side (the wall time of the slower one; transformers is imported twice, on two
+    cores); with fewer, one process makes both in turn (one import of transformers)."""
+    import time
+
+    until = time.time() + timeout
+    groups = [["untrusted"], ["trusted"]] if usable_cores() >= 4 else [["untrusted", "trusted"]]
+    started = [start_live_loader(python, model_dir, loads) for loads in groups]
+    result = {}
+    for proc, cache in started:
+        answer = {"error": "%s could not be started: %s" % (python, cache)} if proc is None else \
+            finish_live_loader(python, proc, cache, until)
+        if "error" in answer:  # the other one is waited for too: never left running
+            for other, other_cache in started:
+                if other is not None and other.poll() is None:
+                    finish_live_loader(python, other, other_cache, until)
+            return answer
+        result.update(answer)
+    return result
 
 
 def inspect_model(model_dir, args):
