@@ -117,20 +117,20 @@ def test_a_tokenizer_file_changed_in_place_is_a_miss(home, cache_venv, kimi):
         path.write_text(text)
 
 
-def test_another_interpreter_is_a_miss(home, cache_venv, kimi, tmp_path):
+def test_another_interpreter_is_a_miss(home, cache_venv, kimi):
     """The venv's python replaced by a copy of the interpreter (as `venv --copies` makes it): not the cached one."""
     models(cache_venv, kimi)
     assert models(cache_venv, kimi).get("cached") is True
     python = cache_venv / "bin" / "python"
-    real = python.resolve()
-    saved = tmp_path / "python-link"
+    saved = cache_venv / "bin" / "python.saved"
     os.rename(python, saved)
     try:
-        shutil.copy2(real, python)
+        shutil.copy2(saved, python)  # (a link's target, or the file: a new file either way)
         answer = models(cache_venv, kimi)
         assert "cached" not in answer and answer["live"]["trusted"]["class"] == "TikTokenTokenizer"
     finally:
-        python.unlink()
+        if python.exists() or python.is_symlink():
+            python.unlink()
         os.rename(saved, python)
 
 
