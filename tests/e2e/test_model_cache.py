@@ -96,6 +96,20 @@ def test_a_hit_gives_the_answer_of_a_miss_without_running_the_model_code(home, c
     assert not mark.exists(), "the live load ran again on a cache hit"
 
 
+def test_a_load_started_early_gives_the_answer_of_one_started_in_turn(home, cache_venv, kimi):
+    """models_prestart (the probe's start) then the section: the same answer, saved under the key taken first."""
+    args = {"models": [str(kimi)], "trust_remote_code": True, "python": str(cache_venv / "bin" / "python"),
+            "code": section_code_digest("models")}
+    model_files.models_prestart(args)
+    assert str(kimi) in model_files.LIVE_STARTED
+    early = model_files.models_section(args, None)[0]
+    assert not model_files.LIVE_STARTED and "cached" not in early
+    assert early["live"]["trusted"]["class"] == "TikTokenTokenizer"
+    model_files.models_prestart(args)  # the cache answers now: nothing is started
+    assert not model_files.LIVE_STARTED
+    assert without_mark(models(cache_venv, kimi)) == early
+
+
 def test_a_tokenizer_file_changed_in_place_is_a_miss(home, cache_venv, kimi):
     """Same size, mtime set back with os.utime: the ctime and the answer still change."""
     first = models(cache_venv, kimi, trust=False)

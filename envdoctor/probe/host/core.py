@@ -36,6 +36,21 @@ def section(name):
     return register
 
 
+#: Section name -> function(args) that starts the section's slow child processes (a live
+#: tokenizer load) when the probe starts, so they run while the sections before it do.
+PRESTARTS = {}
+
+
+def prestart(name):
+    """Register a function(args) that guard.main calls for section `name` before any section runs."""
+
+    def register(func):
+        PRESTARTS[name] = func
+        return func
+
+    return register
+
+
 #: Flags for reading a file of the host: opening a FIFO someone put in place of one would
 #: otherwise wait for a writer forever (O_NONBLOCK changes nothing for regular files).
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)

@@ -287,31 +287,41 @@ def model_cache_now_ns():
     return int(time.time() * 10 ** 9)
 
 
-def cached_model_answer(model_dir, args, compute):
-    """compute(model_dir, args)'s answer, replayed from the cache when nothing it depends on
-    changed (then with "cached": true), else computed and saved when that is safe."""
+def model_cache_lookup(model_dir, args):
+    """(the key now, the saved answer when it was saved under that key); (None, None) when
+    this folder is not cached (too large, or the cache is off)."""
     if args.get("cache") is False:
-        return compute(model_dir, args)
+        return None, None
     try:
-        key, _ = model_cache_key(model_dir, args)
+        key = model_cache_key(model_dir, args)[0]
     except (OSError, ValueError):
-        key = None
+        return None, None
     if key is None:
-        return compute(model_dir, args)
+        return None, None
     path = model_cache_path(model_dir, args.get("python"))
     saved = model_cache_read(path)
     if saved is not None and saved.get("key") == key:
         touch_user_cache(path)
-        model = saved["model"]
-        model["cached"] = True
-        return model
+        return key, saved["model"]
+    return key, None
+
+
+def cached_model_answer(model_dir, args, compute, key=None):
+    """compute(model_dir, args)'s answer, replayed from the cache when nothing it depends on
+    changed (then with "cached": true), else computed and saved when that is safe. `key`: the
+    key taken before the answer's work started (models_prestart), else it is taken now."""
+    if key is None:
+        key, hit = model_cache_lookup(model_dir, args)
+        if hit is not None:
+            hit["cached"] = True
+            return hit
     model = compute(model_dir, args)
-    if "error" in model or not live_result_cacheable(model.get("live")):
+    if key is None or "error" in model or not live_result_cacheable(model.get("live")):
         return model
     try:
         after, rows = model_cache_key(model_dir, args)
     except (OSError, ValueError):
         return model
     if after == key and model_cache_settled(rows, model_cache_now_ns()):
-        model_cache_write(path, key, model)
+        model_cache_write(model_cache_path(model_dir, args.get("python")), key, model)
     return model

@@ -18,11 +18,12 @@ import tempfile
 
 from envdoctor.probe.host.core import (
     decode_source,
+    prestart,
     read_regular,
     section,
     sha256_regular,
 )
-from envdoctor.probe.host.model_cache import cached_model_answer
+from envdoctor.probe.host.model_cache import cached_model_answer, model_cache_lookup
 from envdoctor.probe.host.model_spm import reduce_sentencepiece
 from envdoctor.probe.host.model_tokenizer import (
     chat_template_files,
@@ -264,15 +265,20 @@ def usable_cores():
         return os.cpu_count() or 1
 
 
-def load_tokenizer_live(python, model_dir, timeout):
-    """The untrusted and the trusted load. With 4 cores or more each runs in a process of its
-    own, side by side (the wall time of the slower one; transformers is imported twice, on two
-    cores); with fewer, one process makes both in turn (one import of transformers)."""
+def start_live_loads(python, model_dir, timeout):
+    """Start the untrusted and the trusted load. With 4 cores or more each runs in a process of
+    its own, side by side (the wall time of the slower one; transformers is imported twice, on
+    two cores); with fewer, one process makes both in turn (one import of transformers).
+    Returns (the started [(process, cache folder)], the time they must end by)."""
     import time
 
     until = time.time() + timeout
     groups = [["untrusted"], ["trusted"]] if usable_cores() >= 4 else [["untrusted", "trusted"]]
-    started = [start_live_loader(python, model_dir, loads) for loads in groups]
+    return [start_live_loader(python, model_dir, loads) for loads in groups], until
+
+
+def finish_live_loads(python, started, until):
+    """The loads' merged answer, or the first error (every process is waited for)."""
     result = {}
     for proc, cache in started:
         answer = {"error": "%s could not be started: %s" % (python, cache)} if proc is None else \
@@ -284,6 +290,15 @@ def load_tokenizer_live(python, model_dir, timeout):
             return answer
         result.update(answer)
     return result
+
+
+def load_tokenizer_live(python, model_dir, timeout):
+    """The live loads of the tokenizer (started early by models_prestart when it could)."""
+    early = LIVE_STARTED.pop(model_dir, None)
+    if early is not None and early[0] == python:
+        return finish_live_loads(python, early[1], early[2])
+    started, until = start_live_loads(python, model_dir, timeout)
+    return finish_live_loads(python, started, until)
 
 
 def inspect_model(model_dir, args):
@@ -345,9 +360,41 @@ def inspect_model(model_dir, args):
     return model
 
 
+#: model folder -> (python, started loads, until) of the live loads models_prestart started.
+LIVE_STARTED = {}
+#: model folder -> the cache key taken before its live loads were started early.
+EARLY_KEYS = {}
+
+
+@prestart("models")
+def models_prestart(args):
+    """With consent, start the live load of each model folder the cache cannot answer when the
+    probe starts: it runs (seconds: transformers' import) while the sections before run. The
+    cache key is taken first, so the answer is never saved under a newer state than it saw."""
+    if not args.get("trust_remote_code"):
+        return
+    python = args.get("python") or sys.executable
+    for folder in args.get("models", []):
+        model_dir = os.path.abspath(os.path.expanduser(folder))
+        if model_dir in EARLY_KEYS or not os.path.isdir(model_dir):
+            continue
+        key, hit = model_cache_lookup(model_dir, args)
+        if key is None or hit is not None:
+            continue
+        EARLY_KEYS[model_dir] = key
+        started, until = start_live_loads(python, model_dir, args.get("live_timeout", 180))
+        LIVE_STARTED[model_dir] = (python, started, until)
+
+
 @section("models")
 def models_section(args, emit):
     # A folder whose files, loader interpreter and installed packages are as they were last
     # time is answered from the user's cache (model_cache.py): no hashing, no live load.
-    return [cached_model_answer(os.path.abspath(os.path.expanduser(d)), args, inspect_model)
-            for d in args.get("models", [])]
+    answers = []
+    for folder in args.get("models", []):
+        model_dir = os.path.abspath(os.path.expanduser(folder))
+        answers.append(cached_model_answer(model_dir, args, inspect_model, EARLY_KEYS.pop(model_dir, None)))
+    for python, started, until in LIVE_STARTED.values():  # (a folder no answer used: never left running)
+        finish_live_loads(python, started, until)
+    LIVE_STARTED.clear()
+    return answers
