@@ -283,9 +283,10 @@ def finish_live_loads(python, started, until):
     for proc, cache in started:
         answer = {"error": "%s could not be started: %s" % (python, cache)} if proc is None else \
             finish_live_loader(python, proc, cache, until)
-        if "error" in answer:  # the other one is waited for too: never left running
+        if "error" in answer:  # the other one is ended: never left running
             for other, other_cache in started:
-                if other is not None and other.poll() is None:
+                if other is not None and other.returncode is None:
+                    other.kill()
                     finish_live_loader(python, other, other_cache, until)
             return answer
         result.update(answer)
