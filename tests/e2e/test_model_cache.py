@@ -66,7 +66,7 @@ def without_mark(answer: dict) -> dict:
 
 
 def test_a_failed_load_is_cached_and_installing_the_missing_module_is_a_miss(home, cache_venv, kimi):
-    """Without tiktoken the trusted load fails (cached: the same state fails alike); pip install and uninstall each miss."""
+    """Without tiktoken the trusted load fails (cached: the same state fails alike); install and uninstall miss."""
     first = models(cache_venv, kimi)
     assert "tiktoken" in first["live"]["trusted"]["error"] and "cached" not in first
     again = models(cache_venv, kimi)
@@ -158,7 +158,7 @@ def forge(path: Path) -> None:
 @pytest.mark.parametrize("spoil", ["none", "folder group-writable", "file mode 0644", "file of another uid",
                                    "file a symlink"])
 def test_a_cache_someone_else_could_write_is_never_read(spoil, home, cache_venv, kimi, tmp_path):
-    """A forged entry is read only from an owner-only file in an owner-only folder (the 'none' case shows it would be)."""
+    """A forged entry is read only from an owner-only file in an owner-only folder ('none' shows it would be)."""
     models(cache_venv, kimi, trust=False)
     path = cache_file(cache_venv, kimi)
     forge(path)

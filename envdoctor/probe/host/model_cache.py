@@ -232,9 +232,9 @@ def model_cache_read(path):
         return None
     finally:
         os.close(fd)
-    if not isinstance(data, dict) or data.get("version") != MODEL_CACHE_VERSION or not isinstance(data.get("model"), dict):
-        return None
-    return data
+    if isinstance(data, dict) and data.get("version") == MODEL_CACHE_VERSION and isinstance(data.get("model"), dict):
+        return data
+    return None
 
 
 def model_cache_write(path, key, model):
