@@ -57,11 +57,11 @@ REMOVED_NAMES: dict[tuple[str, str], RemovedName] = {
 
 
 def read_imports(file: str, source: str) -> list[ImportRef]:
-    """Every import statement of one source file, with its line."""
-    # libcst takes ~150 ms to import: only runs that read model code pay for it.
-    from envdoctor.modelfacts.code_imports import collect_imports
+    """Every import statement of one source file, with its line (read once per text: the
+    user's cache keeps the answer, and libcst is imported only on a miss)."""
+    from envdoctor.modelfacts.code_cache import cached_imports
 
-    return collect_imports(file, source)
+    return cached_imports(file, source)
 
 
 def distribution_for(module: str) -> str:

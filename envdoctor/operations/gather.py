@@ -56,7 +56,9 @@ def _venvs_args(spec: HostSpec) -> Mapping[str, Any]:
 def _models_args(spec: HostSpec) -> Mapping[str, Any]:
     # The live tokenizer load runs only with consent, and in the venv's own interpreter.
     python = os.path.join(spec.venv, "bin", "python") if spec.venv else None
-    return {"models": list(spec.models), "trust_remote_code": spec.trust_remote_code, "python": python}
+    # "code" keys the host's cache of the answers (probe/host/model_cache.py) to this code.
+    return {"models": list(spec.models), "trust_remote_code": spec.trust_remote_code, "python": python,
+            "code": section_code_digest("models")}
 
 
 # The modules that build the larger sections' arguments are imported when a section is asked

@@ -32,7 +32,7 @@ CORE_MODULES = ("core", "guard")
 SECTION_MODULES: dict[str, str] = {"host": "machine", "venvs": "venvs"}
 #: Helper modules a section module uses, sent before it (a large section can be split).
 MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot"),
-                                              "model_files": ("model_tokenizer", "model_spm"),
+                                              "model_files": ("model_tokenizer", "model_spm", "model_cache"),
                                               "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
                                               "venvs": ("discovery",), "machine": ("shims", "discovery"),
                                               "node": ("gpu_elf", "gpu_host", "node_run", "node_host", "node_toolchain"),

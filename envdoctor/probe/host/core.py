@@ -36,6 +36,21 @@ def section(name):
     return register
 
 
+#: Section name -> function(args) that starts the section's slow child processes (a live
+#: tokenizer load) when the probe starts, so they run while the sections before it do.
+PRESTARTS = {}
+
+
+def prestart(name):
+    """Register a function(args) that guard.main calls for section `name` before any section runs."""
+
+    def register(func):
+        PRESTARTS[name] = func
+        return func
+
+    return register
+
+
 #: Flags for reading a file of the host: opening a FIFO someone put in place of one would
 #: otherwise wait for a writer forever (O_NONBLOCK changes nothing for regular files).
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -184,12 +199,12 @@ def read_header_block(path, limit=MAX_METADATA_BYTES):
     return data
 
 
-#: Per-environment caches of one kind (drift-, gpu-, imports-, audit-, digests-) that the user's cache
+#: Per-environment caches of one kind (drift-, gpu-, imports-, audit-, digests-, models-) that the user's cache
 #: folder keeps: when a new one is made, the least recently used beyond this many are removed,
 #: so that environments made and deleted by the hundred (tox, CI) leave no trail behind.
 USER_CACHE_KEEP = 32
 #: The names this program gives its per-environment caches; nothing else is ever removed.
-_USER_CACHE_NAME = re.compile(r"\A((?:drift|gpu|audit|digests)-[0-9a-f]{12}|imports-[0-9a-f]{16})\Z")
+_USER_CACHE_NAME = re.compile(r"\A((?:drift|gpu|audit|digests|models)-[0-9a-f]{12}|imports-[0-9a-f]{16})\Z")
 #: A cache read this long after it was last written has its time set again (for the pruning's order).
 _CACHE_TOUCH_AFTER = 24 * 3600
 

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from envdoctor.probe.host.core import SECTIONS, emit_line, end_record, skipping_for
+from envdoctor.probe.host.core import PRESTARTS, SECTIONS, emit_line, end_record, skipping_for
 
 #: Seconds the watcher gives the probe past its deadline to report and end on its own.
 WATCH_GRACE = 3.0
@@ -131,6 +131,8 @@ def main(request):
         arm_deadline(deadline)
     try:
         for name, args in names:
+            start_early(name, args)
+        for name, args in names:
             run_section(name, args, finished)
     except ProbeDeadline:
         pass
@@ -145,6 +147,17 @@ def main(request):
     if watcher is not None:
         # Stopped at the deadline: a child it started may still run, and the watcher ends it.
         finish_watchdog(watcher, clean=not unfinished)
+
+
+def start_early(name, args):
+    """Start a section's slow child processes now (see core.PRESTARTS); if that fails, the
+    section does all its work itself when its turn comes."""
+    func = PRESTARTS.get(name)
+    if func is not None:
+        try:
+            func(args or {})
+        except Exception:
+            pass
 
 
 def run_section(name, args, finished):

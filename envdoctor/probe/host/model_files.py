@@ -18,11 +18,12 @@ import tempfile
 
 from envdoctor.probe.host.core import (
     decode_source,
+    prestart,
     read_regular,
-    run_command,
     section,
     sha256_regular,
 )
+from envdoctor.probe.host.model_cache import cached_model_answer, model_cache_lookup
 from envdoctor.probe.host.model_spm import reduce_sentencepiece
 from envdoctor.probe.host.model_tokenizer import (
     chat_template_files,
@@ -51,11 +52,14 @@ MAX_VERIFIED_RANKS_BYTES = 64 * 1024 * 1024
 MODEL_MAX_HASHED_BYTES = 256 * 1024 * 1024
 
 # Run by the venv's interpreter (whatever transformers it has), never by the probe itself.
-# argv: model_dir. Prints one JSON object. Untrusted first, so that nothing of the model's
-# code is in the process when the untrusted load is judged.
+# argv: model_dir, then the loads to make ("untrusted", "trusted"; both when none is named).
+# Prints one JSON object. Untrusted first (or in a process of its own: see
+# load_tokenizer_live), so that nothing of the model's code is in the process when the
+# untrusted load is judged.
 LIVE_LOADER = r"""
 import json, sys, traceback
 model_dir = sys.argv[1]
+wanted = sys.argv[2:] or ["untrusted", "trusted"]
 out = {}
 def describe(tok):
     ids = {}
@@ -81,6 +85,8 @@ except Exception as exc:
     print(json.dumps(out, default=str))
     sys.exit(0)
 for key, trust in (("untrusted", False), ("trusted", True)):
+    if key not in wanted:
+        continue
     try:
         tok = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=trust, local_files_only=True)
         out[key] = describe(tok)
@@ -209,18 +215,40 @@ def read_model_code(path):
     return entry
 
 
-def load_tokenizer_live(python, model_dir, timeout):
-    """Run the live loader in the venv; its dynamic-module cache is a temp folder we remove."""
+def start_live_loader(python, model_dir, loads):
+    """Start the live loader for `loads` ("untrusted", "trusted"); (process, its module cache
+    folder) or (None, the error). Offline, stdin closed, its own dynamic-module cache."""
+    import subprocess
+
     cache = tempfile.mkdtemp(prefix="envdoctor-hf-modules-")
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_MODULES_CACHE=cache,
                TOKENIZERS_PARALLELISM="false", PYTHONDONTWRITEBYTECODE="1")
     try:
         # -I and cwd "/": neither the caller's folder (a json.py there) nor PYTHONPATH is imported.
-        status, out, err = run_command([python, "-I", "-c", LIVE_LOADER, model_dir], timeout=timeout, env=env,
-                                       cwd="/")
+        proc = subprocess.Popen([python, "-I", "-c", LIVE_LOADER, model_dir] + list(loads), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/")
+    except OSError as exc:
+        shutil.rmtree(cache, ignore_errors=True)
+        return None, str(exc)
+    return proc, cache
+
+
+def finish_live_loader(python, proc, cache, until):
+    """The JSON the loader printed, or {"error": ...} (it failed, or ran past `until`)."""
+    import subprocess
+    import time
+
+    try:
+        out, err = proc.communicate(timeout=max(0.1, until - time.time()))
+        status = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        status, err = 124, b"timed out"
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     if status != 0:
         tail = err.strip().splitlines()[-3:]
         return {"error": "%s exited with %d: %s" % (python, status, " | ".join(tail))}
@@ -228,6 +256,50 @@ def load_tokenizer_live(python, model_dir, timeout):
         return json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": "the tokenizer loader printed no result: %s" % err.strip()[-300:]}
+
+
+def usable_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def start_live_loads(python, model_dir, timeout):
+    """Start the untrusted and the trusted load. With 4 cores or more each runs in a process of
+    its own, side by side (the wall time of the slower one; transformers is imported twice, on
+    two cores); with fewer, one process makes both in turn (one import of transformers).
+    Returns (the started [(process, cache folder)], the time they must end by)."""
+    import time
+
+    until = time.time() + timeout
+    groups = [["untrusted"], ["trusted"]] if usable_cores() >= 4 else [["untrusted", "trusted"]]
+    return [start_live_loader(python, model_dir, loads) for loads in groups], until
+
+
+def finish_live_loads(python, started, until):
+    """The loads' merged answer, or the first error (every process is waited for)."""
+    result = {}
+    for proc, cache in started:
+        answer = {"error": "%s could not be started: %s" % (python, cache)} if proc is None else \
+            finish_live_loader(python, proc, cache, until)
+        if "error" in answer:  # the other one is ended: never left running
+            for other, other_cache in started:
+                if other is not None and other.returncode is None:
+                    other.kill()
+                    finish_live_loader(python, other, other_cache, until)
+            return answer
+        result.update(answer)
+    return result
+
+
+def load_tokenizer_live(python, model_dir, timeout):
+    """The live loads of the tokenizer (started early by models_prestart when it could)."""
+    early = LIVE_STARTED.pop(model_dir, None)
+    if early is not None and early[0] == python:
+        return finish_live_loads(python, early[1], early[2])
+    started, until = start_live_loads(python, model_dir, timeout)
+    return finish_live_loads(python, started, until)
 
 
 def inspect_model(model_dir, args):
@@ -289,6 +361,41 @@ def inspect_model(model_dir, args):
     return model
 
 
+#: model folder -> (python, started loads, until) of the live loads models_prestart started.
+LIVE_STARTED = {}
+#: model folder -> the cache key taken before its live loads were started early.
+EARLY_KEYS = {}
+
+
+@prestart("models")
+def models_prestart(args):
+    """With consent, start the live load of each model folder the cache cannot answer when the
+    probe starts: it runs (seconds: transformers' import) while the sections before run. The
+    cache key is taken first, so the answer is never saved under a newer state than it saw."""
+    if not args.get("trust_remote_code"):
+        return
+    python = args.get("python") or sys.executable
+    for folder in args.get("models", []):
+        model_dir = os.path.abspath(os.path.expanduser(folder))
+        if model_dir in EARLY_KEYS or not os.path.isdir(model_dir):
+            continue
+        key, hit = model_cache_lookup(model_dir, args)
+        if key is None or hit is not None:
+            continue
+        EARLY_KEYS[model_dir] = key
+        started, until = start_live_loads(python, model_dir, args.get("live_timeout", 180))
+        LIVE_STARTED[model_dir] = (python, started, until)
+
+
 @section("models")
 def models_section(args, emit):
-    return [inspect_model(os.path.abspath(os.path.expanduser(d)), args) for d in args.get("models", [])]
+    # A folder whose files, loader interpreter and installed packages are as they were last
+    # time is answered from the user's cache (model_cache.py): no hashing, no live load.
+    answers = []
+    for folder in args.get("models", []):
+        model_dir = os.path.abspath(os.path.expanduser(folder))
+        answers.append(cached_model_answer(model_dir, args, inspect_model, EARLY_KEYS.pop(model_dir, None)))
+    for python, started, until in LIVE_STARTED.values():  # (a folder no answer used: never left running)
+        finish_live_loads(python, started, until)
+    LIVE_STARTED.clear()
+    return answers
