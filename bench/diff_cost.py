@@ -102,7 +102,6 @@ def host_cost(root: Path) -> dict[str, float]:
     """Seconds the digests section takes on this machine for the job: cold, then from its cache."""
     from envdoctor.operations.gather import build_request
     from envdoctor.probe.program import build_program, encode_stdin, probe_command, venv_pythons
-    from sim_fleet import sections_digest  # (bench/ is this script's folder, first on sys.path)
 
     request = build_request(job_spec(root), ["digests"])
     stdin = encode_stdin({"sections": request}, build_program(request))

@@ -543,7 +543,6 @@ def _with_loaded_keys(kwargs: dict[str, object]) -> dict[str, object]:
     """``kwargs`` with its identity files loaded as asyncssh itself would load them in
     ``connect`` (the same calls, same arguments), from this run's memo. Errors are asyncssh's
     own (KeyImportError and OSError), raised where connect would raise them."""
-    import copy
 
     paths = list(kwargs.get("client_keys") or ())  # type: ignore[call-overload]  # built by _connect_kwargs
     if not paths:
