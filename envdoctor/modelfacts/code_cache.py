@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from stat import S_ISREG
 
+from envdoctor import user_cache
 from envdoctor.modelfacts.import_refs import CodeParseError, ImportRef
 
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
@@ -34,8 +35,7 @@ _READER_MODULES = ("envdoctor.modelfacts.code_imports", "envdoctor.modelfacts.im
 
 
 def cache_folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envdoctor" / "code-imports"
+    return user_cache.folder("code-imports")
 
 
 @cache
@@ -69,10 +69,6 @@ def _entry(file: str, source: str) -> Path | None:
     return cache_folder() / f"{key[:40]}.json"
 
 
-def _trusted(st: os.stat_result, folder: bool = False) -> bool:
-    return st.st_uid == os.getuid() and not st.st_mode & (0o022 if folder else 0o077)
-
-
 def _to_refs(data: object) -> list[ImportRef] | CodeParseError | None:
     """The entry's refs (or its parse error); None when it is not of that shape."""
     if isinstance(data, dict) and isinstance(data.get("error"), str):
@@ -91,12 +87,12 @@ def _to_refs(data: object) -> list[ImportRef] | CodeParseError | None:
 def load(path: Path) -> list[ImportRef] | CodeParseError | None:
     """The cached answer, if only this user could have written it."""
     try:
-        if not _trusted(os.lstat(path.parent), folder=True):
+        if not user_cache.trusted(os.lstat(path.parent)):
             return None
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as handle:
             st = os.fstat(handle.fileno())
-            if not S_ISREG(st.st_mode) or not _trusted(st):
+            if not S_ISREG(st.st_mode) or not user_cache.trusted(st, private=True):
                 return None
             return _to_refs(json.loads(handle.read(MAX_ENTRY_BYTES)))
     except (OSError, ValueError, TypeError):
@@ -109,18 +105,8 @@ def store(path: Path, answer: list[ImportRef] | CodeParseError) -> None:
         data: dict[str, object] = {"error": str(answer)}
     else:
         data = {"refs": [[r.file, r.line, r.module, list(r.names), r.optional, r.relative] for r in answer]}
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _trusted(os.lstat(path.parent), folder=True):
-            return
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(json.dumps(data).encode("utf-8"))
-        os.replace(temporary, path)
+    if user_cache.write_private(path, json.dumps(data).encode("utf-8"), follow_folder=False):
         _prune(path.parent)
-    except (OSError, ValueError):
-        return
 
 
 def _prune(folder: Path) -> None:

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from envdoctor import user_cache
+
 #: Destinations remembered, and programs per destination (the host keeps as many).
 MAX_DESTINATIONS = 2048
 MAX_PROGRAMS = 16
@@ -30,23 +32,18 @@ _DIGEST = re.compile(r"\A[0-9a-f]{64}\Z")
 
 
 def memory_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envdoctor" / "held-programs.json"
-
-
-def _trusted(info: os.stat_result) -> bool:
-    return info.st_uid == os.getuid() and not info.st_mode & 0o022
+    return user_cache.folder("held-programs.json")
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     """The entries of the file, if only this user could have written it; what is not of the
     expected shape is dropped."""
     try:
-        if not _trusted(os.stat(path.parent)):
+        if not user_cache.trusted(os.stat(path.parent)):
             return {}
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as handle:
-            if not _trusted(os.fstat(handle.fileno())):
+            if not user_cache.trusted(os.fstat(handle.fileno())):
                 return {}
             raw = json.loads(handle.read(MAX_FILE_BYTES))
     except (OSError, ValueError, RecursionError):
@@ -64,17 +61,7 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _write(path: Path, entries: dict[str, dict[str, Any]]) -> None:
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _trusted(os.stat(path.parent)):
-            return
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(entries, handle, separators=(",", ":"))
-        os.replace(temporary, path)
-    except OSError:
-        return
+    user_cache.write_private(path, json.dumps(entries, separators=(",", ":")).encode("utf-8"))
 
 
 class HeldPrograms:

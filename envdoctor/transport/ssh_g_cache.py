@@ -26,6 +26,7 @@ from stat import S_ISREG
 from dataclasses import dataclass
 from pathlib import Path
 
+from envdoctor import user_cache
 from envdoctor.errors import ConfigError
 from envdoctor.transport.ssh_config import SYSTEM_CONFIG, parse_lines
 from envdoctor.transport.ssh_include import glob_matches, include_pattern
@@ -140,8 +141,7 @@ def _walk(path: str, user_config: bool, digest: "hashlib._Hash", variables: set[
 
 
 def cache_folder() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envdoctor" / "ssh-g"
+    return user_cache.folder("ssh-g")
 
 
 def _entry(state: ConfigState, destination: str, user: str | None, port: int | None) -> Path:
@@ -150,21 +150,17 @@ def _entry(state: ConfigState, destination: str, user: str | None, port: int | N
     return cache_folder() / f"{key[:40]}.txt"
 
 
-def _trusted(stat: os.stat_result) -> bool:
-    return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
-
-
 def load(state: ConfigState, destination: str, user: str | None, port: int | None) -> str | None:
     """The cached answer, if there is one that only this user could have written."""
     if state.digest is None:
         return None
     path = _entry(state, destination, user, port)
     try:
-        if not _trusted(os.stat(path.parent)):
+        if not user_cache.trusted(os.stat(path.parent)):
             return None
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as handle:
-            if not _trusted(os.fstat(handle.fileno())):
+            if not user_cache.trusted(os.fstat(handle.fileno())):
                 return None
             return handle.read(MAX_FILE_BYTES).decode("utf-8", "surrogateescape")
     except OSError:
@@ -175,18 +171,7 @@ def store(state: ConfigState, destination: str, user: str | None, port: int | No
     """Keep an answer (atomically); a cache that cannot be written is only a slower next run."""
     if state.digest is None:
         return
-    path = _entry(state, destination, user, port)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _trusted(os.stat(path.parent)):
-            return
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(answer.encode("utf-8", "surrogateescape"))
-        os.replace(temporary, path)
-    except OSError:
-        return
+    user_cache.write_private(_entry(state, destination, user, port), answer.encode("utf-8", "surrogateescape"))
 
 
 def prune() -> None:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Low to high: a module may import its own layer and those below, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("envdoctor", "envdoctor.errors", "envdoctor.logsafe", "envdoctor.config_trust", "envdoctor.untrusted",
-     "envdoctor.safe_text", "envdoctor.suggestions"),
+     "envdoctor.safe_text", "envdoctor.suggestions", "envdoctor.user_cache"),
     ("envdoctor.probe.host",),
     ("envdoctor.transport",),
     ("envdoctor.probe",),
@@ -127,7 +127,7 @@ def test_layers_import_only_downward():
 
 def test_transport_knows_nothing_of_the_inventory_or_the_cli():
     """transport/ reaches nothing but the foundation modules and the host programs it sends."""
-    allowed = {"envdoctor", "envdoctor.errors", "envdoctor.logsafe", "envdoctor.probe.host"}
+    allowed = {"envdoctor", "envdoctor.errors", "envdoctor.logsafe", "envdoctor.user_cache", "envdoctor.probe.host"}
     for source, targets in envdoctor_edges().items():
         if source.startswith("envdoctor.transport"):
             outside = {t for t in targets if not t.startswith("envdoctor.transport") and t not in allowed}
@@ -170,7 +170,7 @@ def test_few_modules_sit_at_the_top_of_envdoctor():
     """The top of the package holds only the foundation modules; the rest live in packages by domain."""
     top = sorted(p.stem for p in (ROOT / "envdoctor").glob("*.py"))
     assert top == ["__init__", "__main__", "config_trust", "errors", "inventory", "logsafe", "safe_text",
-                   "suggestions", "untrusted"], top
+                   "suggestions", "untrusted", "user_cache"], top
 
 
 #: The probe's bootstrap travels in argv (``python -c``), compacted to a few hundred bytes;

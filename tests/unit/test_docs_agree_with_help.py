@@ -117,17 +117,23 @@ def code_cache_names() -> dict[str, Path]:
 
     In each file that builds a path with a ".cache" literal, a cache's name is a literal that
     ends in "-" (a name followed by a digest: "drift-", "probe-") or the literal that comes
-    right after "envdoctor" in the path (`"envdoctor" / "ssh-g"`, `("envdoctor", True),
-    ("logs", True)`)."""
+    right after "envdoctor" in the path (`("envdoctor", True), ("logs", True)`); the
+    controller's caches are named by `user_cache.folder("ssh-g")`."""
     names = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         source = path.read_text(encoding="utf-8")
-        if not re.search(r"""["']\.cache["']""", source):
+        if path.name == "user_cache.py" or not re.search(r"""["']\.cache["']""", source):
             continue
         found = set(re.findall(r"""["']([a-z][a-z0-9_]*-)["']""", source))
         found |= set(re.findall(r"""["']envdoctor["'][\s,/()A-Za-z]*?["']([a-z][a-z0-9_-]*)(?:\.[a-z]+)?["']""",
                                 source))
         names.update({name: path for name in found})
+    # The controller's caches name their place through envdoctor/user_cache.py (which honours
+    # XDG_CACHE_HOME): user_cache.folder("NAME").
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for name in re.findall(r"""user_cache\.folder\(["']([a-z][a-z0-9_-]*)(?:\.[a-z]+)?["']""",
+                               path.read_text(encoding="utf-8")):
+            names[name] = PACKAGE / "user_cache.py"
     return names
 
 
