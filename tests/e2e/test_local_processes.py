@@ -78,3 +78,33 @@ def test_stat_pass_is_the_same_over_forked_workers(env, monkeypatch):  # noqa: F
     monkeypatch.setattr(audit_snapshot, "PARALLEL_MIN_PATHS", 0)
     data, items = run_section(prefix, workers=3)
     assert items == {} and data["stats"]["snapshot"].startswith(REPLAYED) and data["stats"]["workers"] == 3
+
+
+def test_a_stopped_atomic_write_leaves_no_temporary_file(tmp_path):
+    """The command watch stops a host command with SIGTERM when envdoctor is gone: the patch
+    writer then unwinds (the temporary file removed, the target untouched), where the default
+    action would leave `.envdoctor-*.tmp` beside the file it was replacing."""
+    import signal
+    import time
+
+    from envdoctor.probe.host import program_text
+
+    target = tmp_path / "module.py"
+    target.write_bytes(b"old\n")
+    script = program_text(("atomic_write",), "unwind_on_stop") + (
+        "\nimport os, time\n"
+        "os.fsync = lambda fd: time.sleep(60)  # hold the write where the temporary file exists\n"
+        f"write_atomic({str(target)!r}, b'new' * 1000, 0o644)\n")
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob(".envdoctor-*.tmp")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the write never started"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert target.read_bytes() == b"old\n"
+    assert list(tmp_path.glob(".envdoctor-*.tmp")) == []

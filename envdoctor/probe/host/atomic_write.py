@@ -5,6 +5,7 @@ writer (``patch_writer.py``), which runs it under its lock."""
 
 import hashlib
 import os
+import signal
 import sys
 import tempfile
 
@@ -15,6 +16,18 @@ def fsync_dir(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _exit_on_signal(number, frame):
+    raise SystemExit(128 + number)
+
+
+def unwind_on_stop():
+    """SIGTERM and SIGHUP (the command watch's stop when envdoctor is gone) end the program as
+    an exception does, not at once: write_atomic then removes its temporary file, and what was
+    done stands as a kill at that moment would leave it (the ledger tolerates that)."""
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, _exit_on_signal)
 
 
 def write_atomic(path, data, mode):
@@ -37,6 +50,7 @@ def write_atomic(path, data, mode):
 def write_from_stdin():
     """argv: path, mode (octal), and the length and sha256 the bytes on stdin must have: a
     connection cut mid-transfer gives an early EOF, and the truncated bytes are never installed."""
+    unwind_on_stop()
     path, mode = sys.argv[1], int(sys.argv[2], 8)
     size, digest = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 4 else (None, None)
     data = sys.stdin.buffer.read()

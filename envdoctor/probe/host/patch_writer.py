@@ -24,7 +24,7 @@ import signal
 import stat
 import sys
 
-from envdoctor.probe.host.atomic_write import fsync_dir, write_atomic
+from envdoctor.probe.host.atomic_write import fsync_dir, unwind_on_stop, write_atomic
 
 #: Exit status when at least one file was refused.
 REFUSED_STATUS = 3
@@ -256,6 +256,7 @@ def revert(change, entries):
 
 def main():
     global request, prefix, state_dir, ledger
+    unwind_on_stop()
     request = json.loads(sys.stdin.read())
     prefix = request["prefix"]
     state_dir = os.path.join(prefix, ".envdoctor")
