@@ -312,25 +312,35 @@ def emit_line(obj):
 
 def run_command(argv, timeout=30, stdin_data=None, env=None, cwd=None):
     """Run argv; return (exit_status, stdout_text, stderr_text). Never raises for the command."""
+    return finish_command(start_command(argv, stdin_data is not None, env, cwd), time.time() + timeout, stdin_data)
+
+
+def start_command(argv, with_stdin=False, env=None, cwd=None):
+    """Start argv with its output captured (stdin closed unless `with_stdin`): the process, or
+    the error text when it could not start. finish_command collects it."""
     import subprocess
 
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-        )
+        return subprocess.Popen(argv, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
     except OSError as exc:
-        return 127, "", str(exc)
+        return str(exc)
+
+
+def finish_command(proc, until, stdin_data=None):
+    """(exit_status, stdout_text, stderr_text) of a started command, killed (124) when it runs
+    past `until` (a time.time()); 127 when it never started."""
+    import subprocess
+
+    if isinstance(proc, str):
+        return 127, "", proc
+    timeout = max(0.1, until - time.time())
     try:
         out, err = proc.communicate(stdin_data, timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        return 124, out.decode("utf-8", "replace"), "timed out after %ss" % timeout
+        return 124, out.decode("utf-8", "replace"), "timed out after %.0fs" % timeout
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 

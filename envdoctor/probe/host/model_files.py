@@ -15,13 +15,16 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 from envdoctor.probe.host.core import (
     decode_source,
+    finish_command,
     prestart,
     read_regular,
     section,
     sha256_regular,
+    start_command,
 )
 from envdoctor.probe.host.model_cache import cached_model_answer, model_cache_lookup
 from envdoctor.probe.host.model_spm import reduce_sentencepiece
@@ -216,39 +219,22 @@ def read_model_code(path):
 
 
 def start_live_loader(python, model_dir, loads):
-    """Start the live loader for `loads` ("untrusted", "trusted"); (process, its module cache
-    folder) or (None, the error). Offline, stdin closed, its own dynamic-module cache."""
-    import subprocess
-
+    """Start the live loader for `loads` ("untrusted", "trusted"): (the started command, its
+    dynamic-module cache folder). Offline, stdin closed, the cache its own."""
     cache = tempfile.mkdtemp(prefix="envdoctor-hf-modules-")
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_MODULES_CACHE=cache,
                TOKENIZERS_PARALLELISM="false", PYTHONDONTWRITEBYTECODE="1")
-    try:
-        # -I and cwd "/": neither the caller's folder (a json.py there) nor PYTHONPATH is imported.
-        proc = subprocess.Popen([python, "-I", "-c", LIVE_LOADER, model_dir] + list(loads), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/")
-    except OSError as exc:
-        shutil.rmtree(cache, ignore_errors=True)
-        return None, str(exc)
-    return proc, cache
+    # -I and cwd "/": neither the caller's folder (a json.py there) nor PYTHONPATH is imported.
+    return start_command([python, "-I", "-c", LIVE_LOADER, model_dir] + list(loads), env=env, cwd="/"), cache
 
 
 def finish_live_loader(python, proc, cache, until):
     """The JSON the loader printed, or {"error": ...} (it failed, or ran past `until`)."""
-    import subprocess
-    import time
-
     try:
-        out, err = proc.communicate(timeout=max(0.1, until - time.time()))
-        status = proc.returncode
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        status, err = 124, b"timed out"
+        status, out, err = finish_command(proc, until)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     if status != 0:
         tail = err.strip().splitlines()[-3:]
         return {"error": "%s exited with %d: %s" % (python, status, " | ".join(tail))}
@@ -270,8 +256,6 @@ def start_live_loads(python, model_dir, timeout):
     its own, side by side (the wall time of the slower one; transformers is imported twice, on
     two cores); with fewer, one process makes both in turn (one import of transformers).
     Returns (the started [(process, cache folder)], the time they must end by)."""
-    import time
-
     until = time.time() + timeout
     groups = [["untrusted"], ["trusted"]] if usable_cores() >= 4 else [["untrusted", "trusted"]]
     return [start_live_loader(python, model_dir, loads) for loads in groups], until
@@ -281,11 +265,10 @@ def finish_live_loads(python, started, until):
     """The loads' merged answer, or the first error (every process is waited for)."""
     result = {}
     for proc, cache in started:
-        answer = {"error": "%s could not be started: %s" % (python, cache)} if proc is None else \
-            finish_live_loader(python, proc, cache, until)
+        answer = finish_live_loader(python, proc, cache, until)
         if "error" in answer:  # the other one is ended: never left running
             for other, other_cache in started:
-                if other is not None and other.returncode is None:
+                if not isinstance(other, str) and other.returncode is None:
                     other.kill()
                     finish_live_loader(python, other, other_cache, until)
             return answer
