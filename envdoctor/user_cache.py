@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from stat import S_ISREG
 
 
 def folder(*parts: str) -> Path:
@@ -21,6 +22,22 @@ def folder(*parts: str) -> Path:
 def trusted(info: os.stat_result, *, private: bool = False) -> bool:
     """Belongs to this user and nobody else can write it (nor read it, with ``private``)."""
     return info.st_uid == os.getuid() and not info.st_mode & (0o077 if private else 0o022)
+
+
+def read_private(path: Path, limit: int, *, private: bool = False, follow_folder: bool = True) -> bytes | None:
+    """At most ``limit`` bytes of ``path`` if only this user could have written it (see
+    :func:`trusted`; a link, a FIFO or another user's file is None, never waited on)."""
+    try:
+        if not trusted(os.stat(path.parent) if follow_folder else os.lstat(path.parent)):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not S_ISREG(info.st_mode) or not trusted(info, private=private):
+                return None
+            return handle.read(limit)
+    except OSError:
+        return None
 
 
 def write_private(path: Path, data: bytes, *, follow_folder: bool = True) -> bool:

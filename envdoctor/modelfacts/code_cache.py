@@ -23,7 +23,6 @@ import json
 import os
 from functools import cache
 from pathlib import Path
-from stat import S_ISREG
 
 from envdoctor import user_cache
 from envdoctor.modelfacts.import_refs import CodeParseError, ImportRef
@@ -86,16 +85,10 @@ def _to_refs(data: object) -> list[ImportRef] | CodeParseError | None:
 
 def load(path: Path) -> list[ImportRef] | CodeParseError | None:
     """The cached answer, if only this user could have written it."""
+    data = user_cache.read_private(path, MAX_ENTRY_BYTES, private=True, follow_folder=False)
     try:
-        if not user_cache.trusted(os.lstat(path.parent)):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            if not S_ISREG(st.st_mode) or not user_cache.trusted(st, private=True):
-                return None
-            return _to_refs(json.loads(handle.read(MAX_ENTRY_BYTES)))
-    except (OSError, ValueError, TypeError):
+        return None if data is None else _to_refs(json.loads(data))
+    except (ValueError, TypeError):
         return None
 
 

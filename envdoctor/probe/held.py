@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -38,15 +37,10 @@ def memory_path() -> Path:
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     """The entries of the file, if only this user could have written it; what is not of the
     expected shape is dropped."""
+    data = user_cache.read_private(path, MAX_FILE_BYTES)
     try:
-        if not user_cache.trusted(os.stat(path.parent)):
-            return {}
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as handle:
-            if not user_cache.trusted(os.fstat(handle.fileno())):
-                return {}
-            raw = json.loads(handle.read(MAX_FILE_BYTES))
-    except (OSError, ValueError, RecursionError):
+        raw = json.loads(data) if data is not None else {}
+    except (ValueError, RecursionError):
         return {}
     entries = {}
     for key, entry in (raw.items() if isinstance(raw, dict) else ()):

@@ -154,17 +154,8 @@ def load(state: ConfigState, destination: str, user: str | None, port: int | Non
     """The cached answer, if there is one that only this user could have written."""
     if state.digest is None:
         return None
-    path = _entry(state, destination, user, port)
-    try:
-        if not user_cache.trusted(os.stat(path.parent)):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as handle:
-            if not user_cache.trusted(os.fstat(handle.fileno())):
-                return None
-            return handle.read(MAX_FILE_BYTES).decode("utf-8", "surrogateescape")
-    except OSError:
-        return None
+    data = user_cache.read_private(_entry(state, destination, user, port), MAX_FILE_BYTES)
+    return None if data is None else data.decode("utf-8", "surrogateescape")
 
 
 def store(state: ConfigState, destination: str, user: str | None, port: int | None, answer: str) -> None:
