@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ensurepip
 import os
+import shutil
 import subprocess
 import sys
 import venv as venv_module
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from tests.sshd import SSHServer, find_sshd, start_sshd
 
@@ -70,15 +73,51 @@ def run_cli(test_env: dict[str, str]):
     return run
 
 
-def make_venv(path: Path, packages: list[str] = (), *, pip_args: list[str] = ()) -> Path:  # type: ignore[assignment]  # tuple default
-    """A real virtualenv made with the venv module, with real packages from PyPI."""
-    venv_module.EnvBuilder(with_pip=True, clear=True).create(path)
+def uv_executable() -> str:
+    """The uv the test extra installs (beside this interpreter), else the one on PATH."""
+    beside = Path(sys.executable).parent / "uv"
+    found = str(beside) if beside.exists() else shutil.which("uv")
+    if not found:
+        pytest.fail("uv is not installed; `pip install -e '.[test]'` installs it")
+    return found
+
+
+def make_venv(path: Path, packages: list[str] = (), *, pip_args: list[str] = (),  # type: ignore[assignment]  # tuple default
+              compile_bytecode: bool = True) -> Path:
+    """A real virtualenv: the venv module's layout, the pip that `python -m venv` would bundle
+    (ensurepip's own version), and real packages from PyPI, bytecode compiled as pip compiles it.
+
+    uv installs them from its cache (no second download or build): the same wheels as pip
+    would take, in seconds instead of half a minute. The files are copied, not hard-linked:
+    a link shares its inode with uv's cache, whose ctime then changes whenever any other venv
+    links it, and the venv would not keep still. Tests that are about pip's own behaviour run
+    the venv's pip afterwards, as a user does. ``compile_bytecode=False`` for a venv a test
+    imports a few modules of once (compiling all of transformers costs more than that).
+    """
+    venv_module.EnvBuilder(with_pip=False, clear=True).create(path)
+    install = [uv_executable(), "pip", "install", "--quiet", "--python", str(path / "bin" / "python"),
+               "--link-mode=copy"]
+    compiled = ["--compile-bytecode"] if compile_bytecode else []  # (uv compiles the whole site folder)
+    env = {**os.environ, "UV_NO_PROGRESS": "1"}
+    subprocess.run([*install, *([] if packages else compiled), f"pip=={ensurepip.version()}"], check=True, env=env)
     if packages:
-        subprocess.run(
-            [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pip_args, *packages],
-            check=True,
-        )
+        subprocess.run([*install, *compiled, *pip_args, *packages], check=True, env=env)
     return path
+
+
+#: The read-only transformers venv: transformers (with tokenizers and huggingface_hub) and what
+#: models' tokenizers load with (tiktoken, jinja2 for chat templates, sentencepiece, protobuf).
+TRANSFORMERS_STACK = ("transformers", "tiktoken", "jinja2", "sentencepiece", "protobuf")
+
+
+@pytest.fixture(scope="session")
+def transformers_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One venv for the session (one per xdist worker that needs it) with real transformers
+    from PyPI, for the tests that only read it: an oracle that loads models with it, a --venv
+    that `check` or `facts` reads. A test that installs or removes packages (fix, the model
+    cache's invalidation, an interrupted pip) builds its own with make_venv instead, so that no
+    test sees another's changes."""
+    return make_venv(tmp_path_factory.mktemp("transformers venv") / "venv", list(TRANSFORMERS_STACK))
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +132,34 @@ def venv_factory(tmp_path_factory: pytest.TempPathFactory):
 
 
 TIERS = ("unit", "oracle", "e2e")
+
+#: Modules whose tests share nothing costly (each case its own temporary folder): spread over
+#: the xdist workers one test at a time, like the unit tier. Every other e2e and oracle module
+#: runs whole on one worker, so that its module- and session-scoped fixtures (venvs from PyPI,
+#: servers) are built once and its tests run in their order.
+SPREAD = frozenset({"tests/oracle/test_ssh_corpus_heldout.py", "tests/oracle/test_ssh_resolve_corpus.py"})
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test goes to an xdist worker in: its module, or itself (see SPREAD)."""
+    module = nodeid.split("::", 1)[0]
+    if module.startswith(("tests/e2e/", "tests/oracle/")) and module not in SPREAD:
+        return module
+    return nodeid
+
+
+class SuiteScheduling(LoadScopeScheduling):
+    """xdist's loadscope (the units with most tests first, then one at a time as workers free
+    up), with this suite's units of work (work_unit)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> LoadScopeScheduling | None:
+    """`--dist loadscope` (pyproject's addopts) schedules with SuiteScheduling."""
+    return SuiteScheduling(config, log) if config.getvalue("dist") == "loadscope" else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

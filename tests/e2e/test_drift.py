@@ -7,7 +7,6 @@ speculators is installed from its wheel with --no-deps; vLLM's .py files come fr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import venv as venv_module
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import host_roots
 from tests.conftest import make_venv
 from tests.drift_sources import (
     download_sdist,
@@ -266,11 +266,12 @@ def test_run_follows_only_the_stage_it_starts(run_cli, sshd, drift_venvs, tmp_pa
 @pytest.fixture()
 def discovered_old_vllm(drift_venvs) -> Path:
     """/opt/<unique>/venv, a discovery root, pointing at the venv of vLLM 0.11.0 (only for one test)."""
-    root = Path(f"/opt/envdoctor-e2e-drift-{os.getpid()}")
-    root.mkdir()
-    (root / "venv").symlink_to(drift_venvs["0.11.0"])
-    yield root / "venv"
-    shutil.rmtree(root)
+    with host_roots.exclusive():
+        root = host_roots.plant_folder("drift")
+        root.mkdir()
+        (root / "venv").symlink_to(drift_venvs["0.11.0"])
+        yield root / "venv"
+        shutil.rmtree(root)
 
 
 def test_the_pinned_vllm_in_another_venv_confirms_the_three_breaks(run_cli, sshd, drift_venvs, discovered_old_vllm):

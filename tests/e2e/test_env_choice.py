@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import host_roots
 from tests.conftest import make_venv
 from tests.kimi_fixture import build_kimi
 
@@ -58,28 +59,30 @@ def speculators_wheel_path(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def discovered(stack_venv) -> Path:
     """/opt/<unique>/venv: a discovery root, pointing at the stack venv."""
-    root = Path(f"/opt/envdoctor-e2e-choice-{os.getpid()}")
-    root.mkdir()
-    (root / "venv").symlink_to(stack_venv)
-    yield root / "venv"
-    shutil.rmtree(root)
+    with host_roots.exclusive():
+        root = host_roots.plant_folder("choice")
+        root.mkdir()
+        (root / "venv").symlink_to(stack_venv)
+        yield root / "venv"
+        shutil.rmtree(root)
 
 
 @pytest.fixture(scope="module")
 def planted() -> Path:
     """/opt/<unique>/venv whose `python` writes a marker when anything starts it."""
-    root = Path(f"/opt/envdoctor-e2e-planted-{os.getpid()}")
-    venv = root / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
-    (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n")
-    marker = root / "RAN"
-    for name in ("python", "python3"):
-        script = venv / "bin" / name
-        script.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\nexec /usr/bin/python3 \"$@\"\n")
-        script.chmod(0o755)
-    yield venv
-    shutil.rmtree(root)
+    with host_roots.exclusive():
+        root = host_roots.plant_folder("planted")
+        venv = root / "venv"
+        (venv / "bin").mkdir(parents=True)
+        (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n")
+        marker = root / "RAN"
+        for name in ("python", "python3"):
+            script = venv / "bin" / name
+            script.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\nexec /usr/bin/python3 \"$@\"\n")
+            script.chmod(0o755)
+        yield venv
+        shutil.rmtree(root)
 
 
 @pytest.fixture(scope="module")

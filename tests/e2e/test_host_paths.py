@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import host_roots
 from tests.conftest import make_venv
 from tests.sshd import find_sshd, start_sshd
 
@@ -112,13 +113,14 @@ def test_a_path_equal_after_normalisation_is_another_venv_when_the_host_says_so(
 
 def test_the_default_interpreters_venv_is_not_a_second_environment(run_cli, remote, layout):
     """No --venv and venv A's python3 first on PATH: A, also found under /opt/<name>/venv, is not offered as another venv."""
-    opt = Path(f"/opt/envdoctor-e2e-hostpaths-{os.getpid()}")
-    opt.mkdir()
-    try:
-        (opt / "venv").symlink_to(layout / "real" / "a")
-        results = check(run_cli, remote, layout, f"{layout}/view/venv/bin", "--only", "python.venv")
-    finally:
-        shutil.rmtree(opt)
+    with host_roots.exclusive():
+        opt = host_roots.plant_folder("hostpaths")
+        opt.mkdir()
+        try:
+            (opt / "venv").symlink_to(layout / "real" / "a")
+            results = check(run_cli, remote, layout, f"{layout}/view/venv/bin", "--only", "python.venv")
+        finally:
+            shutil.rmtree(opt)
     venv = results["python.venv"]
     assert venv["status"] == "pass", venv["message"]
     assert f"using `python3` on PATH: {layout}/view/venv/bin/python3" in venv["message"]

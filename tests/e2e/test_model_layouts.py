@@ -15,8 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_venv
-from tests.kimi_fixture import CONFIG_ONLY_IDS, K26_NAMED, KIMI_CHAT_TEMPLATE, NAMED_SPECIAL, build_kimi
+from tests.kimi_fixture import (
+    CONFIG_ONLY_IDS,
+    K26_NAMED,
+    KIMI_CHAT_TEMPLATE,
+    NAMED_SPECIAL,
+    build_kimi,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -28,22 +33,15 @@ ARCH_FIELDS = ("hidden_size", "num_hidden_layers", "vocab_size", "num_attention_
 
 
 @pytest.fixture(scope="session")
-def layouts_venv(tmp_path_factory) -> Path:
-    """One venv per session with transformers (and tokenizers), tiktoken, jinja2 and sentencepiece from PyPI."""
-    return make_venv(tmp_path_factory.mktemp("layout venv") / "venv",
-                     ["transformers", "tiktoken", "jinja2", "sentencepiece", "protobuf"])
-
-
-@pytest.fixture(scope="session")
 def layout_env(tmp_path_factory, test_env) -> dict[str, str]:
     return {**test_env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
 
 
 @pytest.fixture(scope="session")
-def corpus(tmp_path_factory, layouts_venv, layout_env) -> dict[str, Path]:
+def corpus(tmp_path_factory, transformers_venv, layout_env) -> dict[str, Path]:
     """The layouts, written by the venv's tokenizers, plus the Kimi K2.6 layout (remote code)."""
     root = tmp_path_factory.mktemp("layouts")
-    subprocess.run([str(layouts_venv / "bin" / "python"), str(TESTS / "model_layouts.py"), str(root)],
+    subprocess.run([str(transformers_venv / "bin" / "python"), str(TESTS / "model_layouts.py"), str(root)],
                    check=True, env=layout_env, capture_output=True)
     folders = {name: root / name for name in LAYOUT_NAMES}
     folders["kimi-k2.6"] = build_kimi(root / "kimi-k2.6", mark=root / "MARK", named_only=True)
@@ -63,19 +61,19 @@ def oracle(venv: Path, env: dict[str, str], folders: list[Path], trust: bool = F
 
 
 @pytest.fixture(scope="session")
-def loaded(corpus, layouts_venv, layout_env) -> dict:
+def loaded(corpus, transformers_venv, layout_env) -> dict:
     """What transformers loads from each layout (no remote code)."""
-    return oracle(layouts_venv, layout_env, [corpus[n] for n in LAYOUT_NAMES])
+    return oracle(transformers_venv, layout_env, [corpus[n] for n in LAYOUT_NAMES])
 
 
 @pytest.fixture(scope="session")
-def facts_of(run_cli, sshd, corpus, layouts_venv):
+def facts_of(run_cli, sshd, corpus, transformers_venv):
     """facts over the real sshd for one layout, without --trust-remote-code (cached)."""
     cache: dict[str, dict] = {}
 
     def get(name: str) -> dict:
         if name not in cache:
-            res = run_cli("facts", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(layouts_venv),
+            res = run_cli("facts", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(transformers_venv),
                           "--model", str(corpus[name]), "--format", "json")
             assert res.exit_status == 0, res.stdout[-2000:] + res.stderr
             cache[name] = json.loads(res.stdout)
@@ -141,7 +139,7 @@ def test_mask_candidate_is_an_id_nothing_uses(name, corpus, loaded, facts_of, ex
         assert candidate >= tok["len"]
 
 
-def test_kimi_k26_mask_candidate_is_an_unnamed_special_id(corpus, layouts_venv, layout_env, facts_of):
+def test_kimi_k26_mask_candidate_is_an_unnamed_special_id(corpus, transformers_venv, layout_env, facts_of):
     """Kimi K2.6 (remote code, 14 named specials): ids equal the trusted load's; the candidate is unnamed.
 
     The candidate lies in 163584..163839, is named by no added token, no config id, not the
@@ -150,7 +148,7 @@ def test_kimi_k26_mask_candidate_is_an_unnamed_special_id(corpus, layouts_venv, 
     folder = corpus["kimi-k2.6"]
     doc = facts_of("kimi-k2.6")
     assert not (folder.parent / "MARK").exists(), "the model's tokenizer code ran without consent"
-    loaded = oracle(layouts_venv, layout_env, [folder], trust=True)[str(folder)]["tokenizer"]
+    loaded = oracle(transformers_venv, layout_env, [folder], trust=True)[str(folder)]["tokenizer"]
     assert loaded["class"] == "TikTokenTokenizer" and loaded["len"] == 163840
     for role in ("bos", "eos", "pad", "unk", "mask"):
         assert doc[f"{role}_token_id"] == loaded[f"{role}_token_id"], role
@@ -164,19 +162,19 @@ def test_kimi_k26_mask_candidate_is_an_unnamed_special_id(corpus, layouts_venv, 
     assert doc["tokenizer_len"] is None and doc["chat_template"] == KIMI_CHAT_TEMPLATE
 
 
-def test_config_defaults_table_matches_transformers(layouts_venv, layout_env):
+def test_config_defaults_table_matches_transformers(transformers_venv, layout_env):
     """envdoctor's table of config-class defaults (vocab_size where config.json omits it) equals AutoConfig's."""
     from envdoctor.modelfacts.model import CONFIG_DEFAULTS
 
     program = ("import json,sys\nfrom transformers import AutoConfig\nout={}\n"
                "for mt in sys.argv[1:]:\n c=AutoConfig.for_model(mt).get_text_config()\n out[mt]=c.vocab_size\n"
                "print(json.dumps(out))")
-    proc = subprocess.run([str(layouts_venv / "bin" / "python"), "-c", program, *CONFIG_DEFAULTS], capture_output=True,
+    proc = subprocess.run([str(transformers_venv / "bin" / "python"), "-c", program, *CONFIG_DEFAULTS], capture_output=True,
                           text=True, env=layout_env, check=True, timeout=300)
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {mt: d["vocab_size"] for mt, d in CONFIG_DEFAULTS.items()}
 
 
-def test_folders_that_cannot_be_a_model_fail_with_what_is_missing(run_cli, sshd, layouts_venv, corpus, tmp_path):
+def test_folders_that_cannot_be_a_model_fail_with_what_is_missing(run_cli, sshd, transformers_venv, corpus, tmp_path):
     """Empty, tokenizer-only and config-less folders fail model.config / model.tokenizer naming what is missing."""
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -187,7 +185,7 @@ def test_folders_that_cannot_be_a_model_fail_with_what_is_missing(run_cli, sshd,
     config_only = tmp_path / "config-only"
     config_only.mkdir()
     (config_only / "config.json").write_bytes((corpus["qwen3"] / "config.json").read_bytes())
-    res = run_cli("check", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(layouts_venv),
+    res = run_cli("check", "ct200", "--ssh-config", str(sshd.ssh_config), "--venv", str(transformers_venv),
                   *[a for d in (empty, tokenizer_only, config_only) for a in ("--model", str(d))],
                   "--only", "model.config", "--only", "model.tokenizer", "--format", "json")
     assert res.exit_status == 1, res.stderr
@@ -201,11 +199,11 @@ def test_folders_that_cannot_be_a_model_fail_with_what_is_missing(run_cli, sshd,
     assert f"{tokenizer_only}: Qwen2Tokenizer" in tokenizer["message"]
 
 
-def test_missing_auto_map_file_fails_with_remedy_and_can_be_waived(run_cli, sshd, layouts_venv, tmp_path):
+def test_missing_auto_map_file_fails_with_remedy_and_can_be_waived(run_cli, sshd, transformers_venv, tmp_path):
     """A file auto_map names but the folder lacks is a model.code-imports finding of its own, with a copy
     remedy; --skip model.code-imports:FILE waives that finding alone, --skip model.code-imports all."""
     folder = build_kimi(tmp_path / "Kimi-no-code", mark=tmp_path / "MARK", model_code=False)
-    base = ["--ssh-config", str(sshd.ssh_config), "--venv", str(layouts_venv), "--model", str(folder),
+    base = ["--ssh-config", str(sshd.ssh_config), "--venv", str(transformers_venv), "--model", str(folder),
             "--only", "model.code-imports", "--format", "json"]
     res = run_cli("check", "ct200", *base)
     results = {r["id"]: r for r in json.loads(res.stdout)["hosts"][0]["results"]}
