@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import ensurepip
 import os
 import shutil
@@ -18,6 +19,20 @@ from xdist.scheduler import LoadScopeScheduling
 from tests.sshd import SSHServer, find_sshd, start_sshd
 
 ALIASES = ["ct200", "b300", "gpu-a", "gpu-b"]
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile envdoctor's own sources once, before any test (in the controller, not again in
+    each xdist worker), as pip compiles an installed package. The commands the tests launch run
+    with PYTHONDONTWRITEBYTECODE (so the test venvs stay as built); without this, every launch of
+    an editable checkout's CLI compiled each module it imports from source again."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for folder in ("envdoctor", "checks", "patches"):
+        compileall.compile_dir(REPOSITORY / folder, quiet=1, workers=1)
 
 
 @pytest.fixture(scope="session")
