@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import venv as venv_module
@@ -22,6 +21,7 @@ import pytest
 from envdoctor.engine.facts import canonicalize_name
 from envdoctor.install.wheel_tags import judge_wheels
 from envdoctor.probe.host.wheel_tags import wheel_tags_section
+from tests.conftest import uv_executable
 
 CUR = f"{sys.version_info[0]}{sys.version_info[1]}"
 NEXT = f"{sys.version_info[0]}{sys.version_info[1] + 1}"
@@ -76,9 +76,7 @@ def mismatched(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def uv() -> str:
-    found = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-    assert Path(found).exists(), "uv is a test dependency (pip install uv)"
-    return found
+    return uv_executable()
 
 
 def uv_findings(uv: str, venv: Path, *platform: str) -> set[tuple[str, str]]:
