@@ -10,11 +10,13 @@ declare reads as its entry in :data:`DEFAULTS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from envdoctor.cli.output import validate_output
+from envdoctor.errors import UsageError
 from envdoctor.report import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,6 +55,16 @@ CONFIG = click.option("--config", "config_path", type=FILE,
                       help="Inventory file (default: ./envdoctor.toml when it exists).")
 SSH_CONFIG = click.option("--ssh-config", "ssh_config", type=FILE,
                           help="OpenSSH client config to read instead of ~/.ssh/config (like ssh -F).")
+
+
+def check_ssh_config(path: str) -> None:
+    """--ssh-config names a file ssh -F can read: /dev/null too (`ssh -F /dev/null`: no config at all)."""
+    if not Path(path).exists():
+        raise UsageError(f"SSH config {path} does not exist")
+    if Path(path).is_dir():
+        raise UsageError(f"SSH config {path} is a folder", hint="give the config file itself, like ssh -F")
+
+
 CONNECT_TIMEOUT = click.option(
     "--connect-timeout", type=click.FloatRange(min=0.1), default=DEFAULTS["connect_timeout"],
     help="Seconds to wait for each host to accept the SSH connection "

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envdoctor.cli.options import DEFAULTS
+from envdoctor.cli.options import DEFAULTS, check_ssh_config
 from envdoctor.engine.executor import FleetSettings
 from envdoctor.engine.graph import CheckGraph, RemedySettings, load_checks
 from envdoctor.engine.results import SUBJECT_SEPARATOR
@@ -51,14 +51,6 @@ class Selection:
     def config(self) -> str | None:
         """The inventory file read (absolute), None without one: JSON reports name it."""
         return str(self.inventory.path.absolute()) if self.inventory.path else None
-
-
-def check_ssh_config(path: str) -> None:
-    """--ssh-config names a file ssh -F can read: /dev/null too (`ssh -F /dev/null`: no config at all)."""
-    if not Path(path).exists():
-        raise UsageError(f"SSH config {path} does not exist")
-    if Path(path).is_dir():
-        raise UsageError(f"SSH config {path} is a folder", hint="give the config file itself, like ssh -F")
 
 
 def select_hosts(hosts: Sequence[str], remedies: RemedySettings = RemedySettings(), *, runs_checks: bool = True,

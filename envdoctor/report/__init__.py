@@ -7,9 +7,13 @@ May import: everything below it (operations, stages, the domain packages, engine
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from envdoctor.logsafe import redact_secret_values
-from envdoctor.operations.fleet import FleetReport
 from envdoctor.report.envelope import NO_CONFIG, Config
+
+if TYPE_CHECKING:  # (the fleet and its event loop are not start-up of `hosts`, `scan`, `merge`)
+    from envdoctor.operations.fleet import FleetReport
 
 FORMATS = ("text", "json", "junit")
 #: The formats of `envdoctor scan` (envdoctor.report.scan_report renders them).

@@ -7,9 +7,8 @@ import sys
 import click
 
 from envdoctor.cli.exits import EXIT_OK, handle_errors
-from envdoctor.cli.options import CONFIG, SSH_CONFIG, output_options
+from envdoctor.cli.options import CONFIG, SSH_CONFIG, check_ssh_config, output_options
 from envdoctor.cli.output import emit
-from envdoctor.cli.selection import check_ssh_config
 from envdoctor.inventory import load_inventory
 from envdoctor.report.hosts_plan import hosts_report
 from envdoctor.transport.target import SSHOptions
