@@ -9,13 +9,14 @@ import shutil
 import subprocess
 import sys
 import venv as venv_module
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
+from tests.cli_server import CLIServer, can_serve
 from tests.sshd import SSHServer, find_sshd, start_sshd
 
 ALIASES = ["ct200", "b300", "gpu-a", "gpu-b"]
@@ -69,21 +70,41 @@ class CLIResult:
     stderr: str
 
 
+Launch = Callable[..., CLIResult]
+
+
 @pytest.fixture(scope="session")
-def run_cli(test_env: dict[str, str]):
+def launch_cli(test_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
+    """launch(args, env, cwd, timeout): `envdoctor ARGS...` as its own process with exactly
+    ``env``, forked from tests/cli_server.py's interpreter that has the CLI's modules imported
+    (a fresh interpreter when ``env`` changes what start-up reads, or with
+    ENVDOCTOR_TESTS_FRESH_CLI=1)."""
+    server: CLIServer | None = None
+    fresh = os.environ.get("ENVDOCTOR_TESTS_FRESH_CLI") == "1"
+
+    def launch(args: Sequence[str], env: dict[str, str], cwd: Path | str | None = None,
+               timeout: float = 600) -> CLIResult:
+        nonlocal server
+        if fresh or not can_serve(env, test_env):
+            proc = subprocess.run([sys.executable, "-m", "envdoctor", *args], capture_output=True, text=True,
+                                  env=env, cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
+            return CLIResult(proc.returncode, proc.stdout, proc.stderr)
+        if server is None:
+            server = CLIServer(str(tmp_path_factory.mktemp("cli-server")), test_env, str(REPOSITORY))
+        status, out, err = server.run(list(args), env=env, cwd=str(cwd or os.getcwd()), timeout=timeout)
+        return CLIResult(status, out, err)
+
+    yield launch
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def run_cli(test_env: dict[str, str], launch_cli: Launch):
     """Run `envdoctor ARGS...` as a separate process, the way a user or CI does."""
 
     def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 600) -> CLIResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "envdoctor", *args],
-            capture_output=True,
-            text=True,
-            env={**test_env, **(env or {})},
-            cwd=cwd,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-        return CLIResult(proc.returncode, proc.stdout, proc.stderr)
+        return launch_cli(args, {**test_env, **(env or {})}, cwd, timeout)
 
     return run
 

@@ -22,11 +22,12 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import Launch
 
 SSH = shutil.which("ssh")
 ME = getpass.getuser()
@@ -433,16 +434,14 @@ def oracle(config: Path, dest: str, env: dict[str, str], cwd: Path) -> dict[str,
     }
 
 
-def envdoctor_hosts(config: Path, dests: tuple[str, ...], env: dict[str, str], cwd: Path):
-    proc = subprocess.run([sys.executable, "-m", "envdoctor", "hosts", *dests, "--ssh-config", str(config),
-                           "--format", "json"], check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=120, env=env, cwd=cwd)
+def envdoctor_hosts(launch: Launch, config: Path, dests: tuple[str, ...], env: dict[str, str], cwd: Path):
+    proc = launch(["hosts", *dests, "--ssh-config", str(config), "--format", "json"], env, cwd, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
     document = json.loads(proc.stdout)
-    return proc.returncode, document
+    return proc.exit_status, document
 
 
-def disagreements(case: Case, root: Path, resolver: str) -> list[str]:
+def disagreements(case: Case, root: Path, resolver: str, launch: Launch) -> list[str]:
     """Every way `envdoctor hosts` differs from the oracle on this case (empty: agreement)."""
     config = build(case, root)
     env = {**os.environ, "HOME": str(root), "ENVDOCTOR_CORPUS_DIR": str(root),
@@ -454,9 +453,9 @@ def disagreements(case: Case, root: Path, resolver: str) -> list[str]:
         no_ssh = root / "no-ssh-bin"
         no_ssh.mkdir()
         run_env["PATH"] = str(no_ssh)
-    runs = [envdoctor_hosts(config, case.dests, run_env, root)]
+    runs = [envdoctor_hosts(launch, config, case.dests, run_env, root)]
     if resolver == "ssh -G":
-        runs.append(envdoctor_hosts(config, case.dests, run_env, root))  # the second from the cache
+        runs.append(envdoctor_hosts(launch, config, case.dests, run_env, root))  # the second from the cache
     problems = []
     for status, document in runs:
         entries = dict(zip(case.dests, document["hosts"]))  # in the order given (an ssh:// user is masked)
@@ -502,9 +501,9 @@ def pairs() -> list:
 
 @pytest.mark.skipif(SSH is None, reason="the OpenSSH client (the oracle) is not installed")
 @pytest.mark.parametrize(("case", "resolver"), pairs())
-def test_hosts_json_agrees_with_ssh_g(case: Case, resolver: str, tmp_path: Path) -> None:
+def test_hosts_json_agrees_with_ssh_g(case: Case, resolver: str, tmp_path: Path, launch_cli: Launch) -> None:
     """`envdoctor hosts --format json` gives each destination `ssh -G`'s values, or (ssh refusing) a one-line error and exit 2."""
-    assert disagreements(case, tmp_path, resolver) == []
+    assert disagreements(case, tmp_path, resolver, launch_cli) == []
 
 
 def test_corpus_is_large_and_unique() -> None:
