@@ -18,22 +18,31 @@ from xdist.scheduler import LoadScopeScheduling
 
 from tests.cli_server import CLIServer, can_serve
 from tests.sshd import SSHServer, find_sshd, start_sshd
+from tests.venv_clones import built_once, clone_venv, end_run, start_run
 
 ALIASES = ["ct200", "b300", "gpu-a", "gpu-b"]
 
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+_VENV_TEMPLATES = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Compile envdoctor's own sources once, before any test (in the controller, not again in
     each xdist worker), as pip compiles an installed package. The commands the tests launch run
     with PYTHONDONTWRITEBYTECODE (so the test venvs stay as built); without this, every launch of
-    an editable checkout's CLI compiled each module it imports from source again."""
+    an editable checkout's CLI compiled each module it imports from source again. Also makes the
+    run's folder of built venvs that make_venv copies (tests/venv_clones.py)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
     for folder in ("envdoctor", "checks", "patches"):
         compileall.compile_dir(REPOSITORY / folder, quiet=1, workers=1)
+    config.stash[_VENV_TEMPLATES] = start_run()  # (before the xdist workers start: they inherit it)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _VENV_TEMPLATES in config.stash:
+        end_run(config.stash[_VENV_TEMPLATES])
 
 
 @pytest.fixture(scope="session")
@@ -129,13 +138,26 @@ def make_venv(path: Path, packages: list[str] = (), *, pip_args: list[str] = (),
     links it, and the venv would not keep still. Tests that are about pip's own behaviour run
     the venv's pip afterwards, as a user does. ``compile_bytecode=False`` for a venv a test
     imports a few modules of once (compiling all of transformers costs more than that).
+
+    A compiled venv is built once per run for each set of packages and copied to ``path``
+    (see tests/venv_clones.py): the compiling is most of the CPU of a build.
     """
+    if not compile_bytecode:
+        return _build_venv(path, list(packages), list(pip_args), compile_bytecode=False)
+    template = built_once(["venv", list(packages), list(pip_args)],
+                          lambda where: _build_venv(where, list(packages), list(pip_args), compile_bytecode=True))
+    if template is None:
+        return _build_venv(path, list(packages), list(pip_args), compile_bytecode=True)
+    return clone_venv(template, path)
+
+
+def _build_venv(path: Path, packages: list[str], pip_args: list[str], *, compile_bytecode: bool) -> Path:
     venv_module.EnvBuilder(with_pip=False, clear=True).create(path)
     install = [uv_executable(), "pip", "install", "--quiet", "--python", str(path / "bin" / "python"),
                "--link-mode=copy"]
-    compiled = ["--compile-bytecode"] if compile_bytecode else []  # (uv compiles the whole site folder)
+    compiled = ["--compile-bytecode"] if compile_bytecode else []  # (what that command installed)
     env = {**os.environ, "UV_NO_PROGRESS": "1"}
-    subprocess.run([*install, *([] if packages else compiled), f"pip=={ensurepip.version()}"], check=True, env=env)
+    subprocess.run([*install, *compiled, f"pip=={ensurepip.version()}"], check=True, env=env)
     if packages:
         subprocess.run([*install, *compiled, *pip_args, *packages], check=True, env=env)
     return path
