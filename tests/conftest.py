@@ -143,15 +143,16 @@ def make_venv(path: Path, packages: list[str] = (), *, pip_args: list[str] = (),
     (see tests/venv_clones.py): the compiling is most of the CPU of a build.
     """
     if not compile_bytecode:
-        return _build_venv(path, list(packages), list(pip_args), compile_bytecode=False)
+        return build_venv(path, list(packages), list(pip_args), compile_bytecode=False)
     template = built_once(["venv", list(packages), list(pip_args)],
-                          lambda where: _build_venv(where, list(packages), list(pip_args), compile_bytecode=True))
+                          lambda where: build_venv(where, list(packages), list(pip_args), compile_bytecode=True))
     if template is None:
-        return _build_venv(path, list(packages), list(pip_args), compile_bytecode=True)
+        return build_venv(path, list(packages), list(pip_args), compile_bytecode=True)
     return clone_venv(template, path)
 
 
-def _build_venv(path: Path, packages: list[str], pip_args: list[str], *, compile_bytecode: bool) -> Path:
+def build_venv(path: Path, packages: list[str], pip_args: list[str], *, compile_bytecode: bool) -> Path:
+    """The venv make_venv describes, built at ``path`` itself (make_venv copies one built once)."""
     venv_module.EnvBuilder(with_pip=False, clear=True).create(path)
     install = [uv_executable(), "pip", "install", "--quiet", "--python", str(path / "bin" / "python"),
                "--link-mode=copy"]

@@ -110,8 +110,9 @@ def _record_scripts(venv: Path, scripts: dict[str, bytes]) -> None:
         changed = False
         for index, line in enumerate(lines):
             name, _, _ = line.partition(b",")
-            script = scripts.get(Path(name.decode("utf-8", "replace")).name)
-            if script is None or not name.startswith(b"../") or Path(name.decode()).parent.name != "bin":
+            where = Path(name.decode("utf-8", "surrogateescape"))  # ../../../bin/<script>
+            script = scripts.get(where.name)
+            if script is None or where.parts[:1] != ("..",) or where.parent.name != "bin":
                 continue
             digest = base64.urlsafe_b64encode(hashlib.sha256(script).digest()).rstrip(b"=")
             lines[index] = name + b",sha256=" + digest + b"," + str(len(script)).encode()

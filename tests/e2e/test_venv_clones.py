@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _build_venv
+from tests.conftest import build_venv
 from tests.venv_clones import built_once, clone_venv
 
 PACKAGES = ["idna==3.10"]  # small, with a console script
@@ -31,12 +31,13 @@ def snapshot(venv: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("name", ["plain", "with space", "it's $HOME", "long-" + "x" * 120])
 def test_a_clone_is_what_a_build_at_its_path_makes(tmp_path: Path, name: str) -> None:
     target = tmp_path / name / "venv"
-    _build_venv(target, PACKAGES, [], compile_bytecode=True)
+    build_venv(target, PACKAGES, [], compile_bytecode=True)
     built = snapshot(target)
     pycs = sorted(str(p.relative_to(target)) for p in target.rglob("*.pyc"))
     shutil.rmtree(target)
 
-    template = built_once(["clone test", PACKAGES], lambda where: _build_venv(where, PACKAGES, [], compile_bytecode=True))
+    template = built_once(["clone test", PACKAGES],
+                          lambda where: build_venv(where, PACKAGES, [], compile_bytecode=True))
     assert template is not None and template != target
     clone_venv(template, target)
     assert snapshot(target) == built
