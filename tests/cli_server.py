@@ -94,9 +94,9 @@ def _child(conn: socket.socket, request: dict, out_fd: int, err_fd: int) -> None
             os.chdir(request["cwd"])
         from envdoctor.transport import interface
 
-        if "ENVDOCTOR_RUN_ID" not in os.environ:  # a run id of its own, as a fresh launch makes
-            interface.RUN_ID = os.urandom(8).hex()
-            interface.RUN_MARKER["ENVDOCTOR_RUN_ID"] = interface.RUN_ID
+        # The run id as a fresh launch makes it at import: the launch's ENVDOCTOR_RUN_ID, else its own.
+        interface.RUN_ID = os.environ.get("ENVDOCTOR_RUN_ID") or os.urandom(8).hex()
+        interface.RUN_MARKER["ENVDOCTOR_RUN_ID"] = interface.RUN_ID
         sys.argv = ["envdoctor", *request["args"]]
         try:
             runpy.run_module("envdoctor", run_name="__main__", alter_sys=True)

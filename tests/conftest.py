@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import venv as venv_module
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,12 +143,13 @@ def make_venv(path: Path, packages: list[str] = (), *, pip_args: list[str] = (),
     A compiled venv is built once per run for each set of packages and copied to ``path``
     (see tests/venv_clones.py): the compiling is most of the CPU of a build.
     """
+    packages, pip_args = list(packages), list(pip_args)
     if not compile_bytecode:
-        return build_venv(path, list(packages), list(pip_args), compile_bytecode=False)
-    template = built_once(["venv", list(packages), list(pip_args)],
-                          lambda where: build_venv(where, list(packages), list(pip_args), compile_bytecode=True))
-    if template is None:
-        return build_venv(path, list(packages), list(pip_args), compile_bytecode=True)
+        return build_venv(path, packages, pip_args, compile_bytecode=False)
+    template = built_once(["venv", packages, pip_args],
+                          lambda where: build_venv(where, packages, pip_args, compile_bytecode=True))
+    if template is None:  # (outside a pytest run)
+        return build_venv(path, packages, pip_args, compile_bytecode=True)
     return clone_venv(template, path)
 
 
@@ -174,7 +176,7 @@ def transformers_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One venv for the session (one per xdist worker that needs it) with real transformers
     from PyPI, for the tests that only read it: an oracle that loads models with it, a --venv
     that `check` or `facts` reads. A test that installs or removes packages (fix, the model
-    cache's invalidation, an interrupted pip) builds its own with make_venv instead, so that no
+    cache's invalidation, an interrupted pip) gets its own with make_venv instead, so that no
     test sees another's changes."""
     return make_venv(tmp_path_factory.mktemp("transformers venv") / "venv", list(TRANSFORMERS_STACK))
 
@@ -222,10 +224,7 @@ def start_order(nodeids: list[str]) -> dict[str, tuple[int, int]]:
     """Each work unit's place in the run: SLOW_FIRST in its order, then the other modules run
     whole (most tests first, as xdist's loadscope orders them), then the tests that go one at a
     time (they fill the workers at the end)."""
-    sizes: dict[str, int] = {}
-    for nodeid in nodeids:
-        unit = work_unit(nodeid)
-        sizes[unit] = sizes.get(unit, 0) + 1
+    sizes = Counter(work_unit(nodeid) for nodeid in nodeids)
     order = {}
     for unit, size in sizes.items():
         if unit in SLOW_FIRST:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -58,8 +60,41 @@ def test_a_launch_past_its_timeout_is_killed(server: CLIServer, tmp_path: Path) 
                        timeout=2)
         assert time.monotonic() - started < 10
     time.sleep(0.2)
-    children = subprocess.run(["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True, check=False)
-    assert children.stdout == ""
+    assert children_of(server.process.pid) == []
+
+
+def children_of(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (read from /proc: no procps needed)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_each_launch_marks_what_it_starts_with_its_own_run_id(server: CLIServer, tmp_path: Path) -> None:
+    """The run id envdoctor makes at import is the launch's ENVDOCTOR_RUN_ID, else a new one per
+    launch (never the server's): tests find a run's processes on the host by it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "seen"
+    real = shutil.which("python3")
+    assert real
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$ENVDOCTOR_RUN_ID" >> {shlex.quote(str(seen))}\n'
+                                     f'exec {shlex.quote(real)} "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("VIRTUAL_ENV", None)
+    args = ["check", "local", "--only", "host.python", "--format", "json"]
+    server.run(args, env={**env, "ENVDOCTOR_RUN_ID": "given-run-id"}, cwd=str(tmp_path), timeout=120)
+    server.run(args, env=env, cwd=str(tmp_path), timeout=120)
+    server.run(args, env=env, cwd=str(tmp_path), timeout=120)
+    ids = list(dict.fromkeys(seen.read_text().split()))
+    assert len(ids) == 3 and ids[0] == "given-run-id", ids
 
 
 def test_start_up_variables_send_a_launch_to_a_fresh_interpreter() -> None:
