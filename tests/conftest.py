@@ -192,7 +192,13 @@ def venv_factory(tmp_path_factory: pytest.TempPathFactory):
     return make
 
 
-TIERS = ("unit", "oracle", "e2e")
+TIERS = ("unit", "oracle", "e2e", "realstack")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--realstack", action="store_true", default=False,
+                     help="also run tests/realstack: build the real vLLM and SGLang stacks of "
+                          "tests/real_stacks.py with uv (kept between runs, ~10 GB each) and check them")
 
 #: Modules whose tests share nothing costly (each case its own temporary folder): spread over
 #: the xdist workers one test at a time, like the unit tier. Every other e2e and oracle module
@@ -204,7 +210,7 @@ SPREAD = frozenset({"tests/oracle/test_ssh_corpus_heldout.py", "tests/oracle/tes
 def work_unit(nodeid: str) -> str:
     """The unit of work a test goes to an xdist worker in: its module, or itself (see SPREAD)."""
     module = nodeid.split("::", 1)[0]
-    if module.startswith(("tests/e2e/", "tests/oracle/")) and module not in SPREAD:
+    if module.startswith(("tests/e2e/", "tests/oracle/", "tests/realstack/")) and module not in SPREAD:
         return module
     return nodeid
 
@@ -262,5 +268,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if tier in TIERS:
             item.add_marker(tier)
+        if tier == "realstack" and not config.getoption("--realstack"):
+            item.add_marker(pytest.mark.skip(reason="the real-stack tier runs with --realstack (see README)"))
     order = start_order([item.nodeid for item in items])
     items.sort(key=lambda item: order[work_unit(item.nodeid)])  # (stable: a module keeps its tests' order)
