@@ -5,7 +5,9 @@ the tests and `bench/real_stack_bench.py` do too. Moving a stack to newer releas
 of its line in :data:`STACKS`. A built stack is kept (9-10 GB each) under
 ``$ENVDOCTOR_STACKS_DIR`` (default ``~/.cache/envdoctor-stacks``), in a folder named by a digest
 of its pins and interpreter, so a later run reuses it and a changed pin builds a new one; uv's
-own cache makes a rebuild take about a minute.
+own cache makes a rebuild take about a minute. The files are copied from uv's cache, not
+hard-linked: a link shares its inode with the cache, whose ctime moves whenever another venv
+links the same wheel, and the host caches envdoctor keys by ctime would then miss at random.
 
 Only the standard library here: the bench imports it without pytest.
 """
@@ -85,7 +87,7 @@ def build_stack(name: str, *, log=None) -> Path:
     venv.parent.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     steps = ([uv, "venv", "-q", "-p", python, str(venv)],
-             [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *STACKS[name]])
+             [uv, "pip", "install", "-q", "--link-mode=copy", "--python", str(venv / "bin" / "python"), *STACKS[name]])
     for command in steps:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
         if done.returncode != 0:
