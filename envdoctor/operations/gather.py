@@ -123,21 +123,25 @@ def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
                          import_entries=stage_import_entries(spec.stage_commands))
 
 
+#: In the order the probe runs them: the host and its environments first, the sections that
+#: read a few files next, and those that read whole libraries (the registries, the scan's
+#: sources, drift) last, so that a probe that dies on a large venv (out of memory, killed)
+#: has already sent every answer it could (see probe/program.py's _ended_early).
 PROBE_SECTIONS: dict[str, ProbeSection] = {
     "host": ProbeSection("machine", _host_args),
     "venvs": ProbeSection("venvs", _venvs_args),
-    "sources": ProbeSection("sources", _sources_args),
-    "drift": ProbeSection("drift", _drift_args),
-    "models": ProbeSection("model_files", _models_args),
-    "patch_files": ProbeSection("patch_files", _patch_files_args),
     "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
-    "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
+    "patch_files": ProbeSection("patch_files", _patch_files_args),
+    "wheel-tags": ProbeSection("wheel_tags", _wheel_tags_args),
     "node": ProbeSection("node", _node_args),
+    "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
+    "models": ProbeSection("model_files", _models_args),
     "system": ProbeSection("system", _system_args, on_demand=True),
     "digests": ProbeSection("job_digests", _digests_args, on_demand=True),
     "model-search": ProbeSection("model_search", lambda spec: MODEL_SEARCH, on_demand=True),
-    "wheel-tags": ProbeSection("wheel_tags", _wheel_tags_args),
     "architecture": ProbeSection("engine_registry", _architecture_args),
+    "sources": ProbeSection("sources", _sources_args),
+    "drift": ProbeSection("drift", _drift_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)
@@ -152,7 +156,9 @@ def build_request(spec: HostSpec, sections: Iterable[str] | None = None,
                   overrides: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Mapping[str, Any]]:
     """Each section's arguments for ``spec``; ``overrides`` adds to (or replaces) some of a
     section's arguments for this command (``diff`` reads the gpu-stack without its binaries)."""
-    names = list(sections) if sections is not None else default_sections()
+    order = list(PROBE_SECTIONS)
+    names = (sorted(sections, key=lambda n: order.index(n) if n in order else len(order))
+             if sections is not None else default_sections())
     extra = overrides or {}
     return {name: {**PROBE_SECTIONS[name].args(spec), **extra.get(name, {})} for name in names}
 

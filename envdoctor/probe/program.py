@@ -190,6 +190,9 @@ class ProbeOutput:
     skipped_more: int = 0
     #: Sections the probe's deadline stopped or left unstarted, in the order asked.
     unfinished: list[str] = field(default_factory=list)
+    #: Whether the answer ended with the probe's end record; a probe that died (killed, out
+    #: of memory) leaves the sections it had already sent, which are answers all the same.
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -262,7 +265,9 @@ MAX_ANSWER_VALUES = 4_000_000
 
 def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
     """The records of a probe answer. Anything unexpected (not JSON, nested too deeply, too
-    many values, a section name that is not text) is a ProbeError for this host alone."""
+    many values, a section name that is not text) is a ProbeError for this host alone. An
+    answer without the end record is ``complete=False``: what it holds was sent whole, line
+    by line, and the caller decides what the sections it lacks become (see run_probe)."""
     output = ProbeOutput()
     done = False
     values = 0
@@ -303,9 +308,34 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
         else:
             output.sections[name] = record.get("data")
             shared_answers.share(raw, record)
-    if not done:
-        raise ProbeError("the probe stopped before it finished (no end marker in its output)")
+    output.complete = done
     return output
+
+
+def _ended_early(output: ProbeOutput, requested: Iterable[str], result: CommandResult) -> ProbeOutput:
+    """A probe that died after sending some sections: each section it had answered stands, each
+    one it had not is that section's error (so its checks say why, and no other check is
+    blocked by it), and the sections are listed as unfinished for host.probe. A probe that died
+    before answering anything is the host's error, as before."""
+    if not (output.sections or output.errors or output.items):
+        raise ProbeError("the probe stopped before it finished (no end marker in its output)")
+    how = _how_it_ended(result)
+    missing = [name for name in requested if name not in output.sections and name not in output.errors]
+    for position, name in enumerate(missing):
+        output.errors[name] = ("did not finish" if position == 0 else "not run") + f": {how}"
+    output.unfinished = [*output.unfinished, *(n for n in missing if n not in output.unfinished)]
+    return output
+
+
+def _how_it_ended(result: CommandResult) -> str:
+    status = result.exit_status
+    if status == -9 or status == 137:
+        return ("the probe was killed (SIGKILL) before it answered: the host's out-of-memory killer, its watchdog, "
+                "or a person")
+    if status is not None and status < 0:
+        return f"the probe ended on signal {-status} before it answered"
+    detail = result.stderr_tail(1)
+    return f"the probe ended (exit status {status}) before it answered" + (f": {detail}" if detail else "")
 
 
 def probe_deadline(timeout: float) -> float:
@@ -354,6 +384,8 @@ async def run_probe(
         raise ProbeError(result.stderr_tail(1) or "no Python 3 interpreter on the host")
     try:
         output = parse_lines(lines)
+        if not output.complete:
+            output = _ended_early(output, sections, result)
     except ProbeError as exc:
         detail = result.stderr_tail(3)
         raise ProbeError(f"{exc}; exit status {result.exit_status}" + (f": {detail}" if detail else "")) from None

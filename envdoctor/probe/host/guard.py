@@ -121,8 +121,19 @@ def finish_watchdog(write_end, clean):
         pass
 
 
+def quiet_compile_warnings():
+    """Reading a library's sources with `ast` raises its warnings (Python 3.12's SyntaxWarning
+    "invalid escape sequence", a DeprecationWarning before 3.12): they are the library's, say
+    nothing of the host, and must never reach the probe's stderr (a wrapper reads it)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=SyntaxWarning)
+    warnings.filterwarnings("ignore", message="invalid escape sequence", category=DeprecationWarning)
+
+
 def main(request):
     """Run the requested sections in the order asked, one line each, then the end record."""
+    quiet_compile_warnings()
     deadline = float(request.get("deadline") or 0)
     watcher = start_watchdog((deadline or 3600.0) + WATCH_GRACE) if request.get("watch") else None
     names = list(request.get("sections", {}).items())
