@@ -444,10 +444,12 @@ def skipping_for(section_name):
     _SKIP_STATE["section"] = section_name
 
 
-def end_record(unfinished=()):
-    """The last line: the end marker, with the files skipped on the way (see note_skip) and
-    the sections the probe's deadline stopped (see guard.py)."""
+def end_record(unfinished=(), seconds=None):
+    """The last line: the end marker, with the files skipped on the way (see note_skip), the
+    sections the probe's deadline stopped and each section's wall time (see guard.py)."""
     record = {"done": True}
+    if seconds:
+        record["seconds"] = seconds
     if SKIPS:
         record["skipped"] = SKIPS
     if _SKIP_STATE["more"]:
