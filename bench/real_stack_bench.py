@@ -17,7 +17,7 @@ verdicts beside their authorities (``uv pip check``). "Cold" moves the user's
 ``~/.cache/envdoctor`` and the controller's ``$XDG_CACHE_HOME/envdoctor`` aside for the run and
 puts them back at the end.
 
-Usage: python bench/real_stack_bench.py [--stack vllm --stack sglang] [--local-only] [--json FILE]
+Usage: python bench/real_stack_bench.py [--stack vllm --stack sglang] [--local-only] [--json FILE] [--tests]
 """
 
 from __future__ import annotations
@@ -211,6 +211,7 @@ def main() -> None:
     parser.add_argument("--stack", action="append", choices=sorted(STACKS), help="default: every stack")
     parser.add_argument("--local-only", action="store_true", help="skip the runs over the loopback sshd")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--tests", action="store_true", help="then run the real-stack test tier (tests/realstack)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envdoctor-real-stack-"))
     controller_cache = work / "xdg-cache"
@@ -248,6 +249,8 @@ def main() -> None:
             row.pop("report", None)
         args.json.write_text(json.dumps(rows, indent=1))
     shutil.rmtree(work, ignore_errors=True)
+    if args.tests:
+        sys.exit(subprocess.call([sys.executable, "-m", "pytest", "--realstack", "-n", "1", "tests/realstack"], cwd=ROOT))
 
 
 if __name__ == "__main__":
