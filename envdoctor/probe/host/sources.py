@@ -124,14 +124,14 @@ class ImportsCache(object):
     environment: a check never writes inside the environment it looks at. A folder or file
     that is not a real private one of this user is neither read nor written."""
 
-    KIND = "imports"
+    KIND = "imports-"
 
     def __init__(self, prefix, salt=""):
         """`salt`: what else the entries were derived from (a filter's patterns); a file made
         with another is as good as empty."""
         self.folder = os.path.join(os.path.expanduser("~"), ".cache", "envdoctor")
         digest = hashlib.sha1(os.path.abspath(prefix or sys.prefix).encode("utf-8", "surrogateescape"))
-        self.NAME = self.KIND + "-" + digest.hexdigest()[:16]
+        self.NAME = self.KIND + digest.hexdigest()[:16]
         self.salt = salt
         self.entries = {}
         self.used = {}
@@ -195,7 +195,7 @@ class FilterCache(ImportsCache):
     ctime_ns, inode) and salted with the patterns: a warm run stats vLLM's, torch's and
     flashinfer's ~9,000 files instead of reading their ~250 MB again."""
 
-    KIND = "sources"
+    KIND = "sources-"
 
 
 def src_imported_module(dist, modules, max_file, cache=None):
