@@ -185,8 +185,23 @@ def consistent(ctx: CheckContext) -> CheckResult:
     # lets pip re-resolve versions other packages rely on. Name it with --require to have
     # fix install it.
     wanted = sorted(wanted_requirements(found.missing + found.conflicts + found.extras))
-    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
+    remedy, unsafe = consistency_remedy(ctx, env, wanted)
+    message = "\n".join([message, *unsafe])
     return failed(message, remedy=remedy, missing=sorted({u.name for u in found.missing}), **details)
+
+
+def consistency_remedy(ctx: CheckContext, env: Environment, wanted: list[str]) -> tuple[Remedy | None, list[str]]:
+    """The by-hand install of ``wanted``, less what provably breaks an installed requirement
+    (each of those a "no safe remedy" line instead: a remedy shown to type is held to what
+    fix would run). fix asks pip for the plan of what is left before showing it."""
+    from envdoctor.install.consistency import breaking_requirements
+
+    breaking = breaking_requirements(env, wanted)
+    lines = [f"no safe remedy: {reason}" for reason in breaking.values()]
+    safe = [w for w in wanted if w not in breaking]
+    if not safe:
+        return None, lines
+    return install_remedy(ctx, safe, automatic=False, unlocked_by=require_flags(safe)), lines
 
 
 def require_flags(requirements: Iterable[str]) -> str:
@@ -219,6 +234,6 @@ def system_consistency(ctx: CheckContext, env: Environment, found: Consistency,
         asked = ", ".join(sorted({need.split(";")[0].strip() for need in needs})) or "nothing named"
         return passed("\n".join([f"what the job needs ({asked}) has no broken requirement", *notes]), **details)
     wanted = sorted(wanted_requirements(judged.missing + judged.conflicts + judged.extras))
-    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
-    message = "\n".join([*summary_lines(judged, len(env.installed)), *notes])
+    remedy, unsafe = consistency_remedy(ctx, env, wanted)
+    message = "\n".join([*summary_lines(judged, len(env.installed)), *unsafe, *notes])
     return failed(message, remedy=remedy, missing=sorted({u.name for u in judged.missing}), **details)

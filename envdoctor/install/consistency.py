@@ -409,6 +409,71 @@ def _extras_in_use(parsed: _Parsed, wants: _Wants, package_set: Mapping[str, _Pa
     return unmet
 
 
+def environment_graph(env: Environment) -> RequirementGraph:
+    """The requirement graph of ``env``'s active distributions on this host (see RequirementGraph)."""
+    env_key = marker_key(env)
+    wants_of = {}
+    for dist in env.distributions:
+        if dist.active:
+            parsed = _parse(dist)
+            if not isinstance(parsed, ParseError):
+                wants_of.setdefault(dist.key, _wants(parsed, env.markers, env_key))
+    return requirement_graph(wants_of)
+
+
+def _pins(specifiers: Sequence[Any]) -> list[Version]:
+    """The versions that ``==V`` specifiers (no wildcard) allow: every version that meets them is one of these."""
+    found = []
+    for spec in specifiers:
+        if spec.operator == "==" and not spec.version.endswith(".*"):
+            try:
+                found.append(Version(spec.version))
+            except InvalidVersion:
+                continue
+    return found
+
+
+def _cannot_both_hold(one: Requirement, other: Requirement) -> bool:
+    """Provably no version meets both: one of them pins (``==V``), and no pinned version meets
+    both. Without a pin nothing is claimed (the index, which only the installer's plan reads,
+    decides)."""
+    candidates = _pins([*one.specifier, *other.specifier])
+    return bool(candidates) and not any(
+        one.specifier.contains(v, prereleases=True) and other.specifier.contains(v, prereleases=True)
+        for v in candidates)
+
+
+def breaking_requirements(env: Environment, wanted: Sequence[str]) -> dict[str, str]:
+    """Of the requirements a remedy would install (``wanted``, as wanted_requirements makes
+    them), those that provably break a requirement the installed distributions hold on this
+    host (the whole requirement graph: base requirements and asked-for extras), each with the
+    sentence that says whose: ``nvidia-cutlass-dsl==4.7.1 cannot hold beside vllm 0.33.0's
+    nvidia-cutlass-dsl[cu13]==4.8.0``. A requirement held by a distribution the remedy itself
+    replaces is left to the installer's plan, until that one is found breaking in turn (then
+    what the remedy no longer replaces keeps its requirements: worked out to a fixed point)."""
+    graph = environment_graph(env)
+    versions = {dist.key: dist.version for dist in env.distributions if dist.active}
+    found: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        replaced = {canonicalize_name(_requirement(text).name) for text in wanted if text not in found}
+        for text in wanted:
+            if text in found:
+                continue
+            req = _requirement(text)
+            for (who, extra), held in graph.requirements.get(canonicalize_name(req.name), ()):
+                if who in replaced or not _cannot_both_hold(req, held):
+                    continue
+                shown = Requirement(str(held))
+                shown.marker = None
+                owner = f"{who} {versions.get(who, '')}".strip() + (f" [{extra}]" if extra else "")
+                found[text] = f"{text} cannot hold beside {owner}'s {shown}"
+                changed = True
+                break
+    return {text: found[text] for text in wanted if text in found}
+
+
 def requirement_closure(env: Environment, requirements: Sequence[str]) -> set[str]:
     """The distributions (canonical names) that ``requirements`` (PEP 508 strings) need on this
     host, transitively: their requirements without an extra, and those of the extras a

@@ -33,6 +33,8 @@ class InstallOutcome:
     output: str = ""
     plan: tuple[str, ...] = ()
     refused: str = ""
+    #: Set when the plan was read and judged to break installed requirements (one line each).
+    breaks: tuple[str, ...] = ()
 
 
 def install_payload(prefix: str, pip_version: str | None, installed: Sequence[PackageState],
@@ -78,7 +80,8 @@ async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, inst
     verdict = evaluate(plan, current.values(), info.get("markers"))
     lines = tuple(c.describe() for c in verdict.changes)
     if not verdict.safe:
-        return InstallOutcome(None, asked, plan=lines, refused="it would break installed packages: " + "; ".join(verdict.breaks))
+        return InstallOutcome(None, asked, plan=lines, refused="it would break installed packages: " + "; ".join(verdict.breaks),
+                              breaks=verdict.breaks)
     if dry_run:
         return InstallOutcome(None, asked, plan=lines)
     if not verdict.changes:
@@ -87,3 +90,21 @@ async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, inst
     if result.exit_status == 0:
         current.update({p.key: p for p in plan.installs})
     return InstallOutcome(result.exit_status, (result.stdout + result.stderr).decode("utf-8", "replace"), plan=lines)
+
+
+def is_shown_pip_install(remedy: Remedy | None) -> bool:
+    """A pip install that fix only shows (for a person to type): fix asks pip for its plan first."""
+    return remedy is not None and not remedy.automatic and is_pip_install(remedy)
+
+
+async def judge_shown_install(run: RunArgv, remedy: Remedy, installed: InstalledState) -> tuple[Remedy | None, str]:
+    """A remedy shown for a person to type is held to the standard of one fix runs: pip's plan
+    first, and never shown when that plan breaks an installed requirement or cannot be made.
+    Returns the remedy to show (None for none) and the line that says what the plan showed."""
+    outcome = await apply_pip_install(run, remedy, dry_run=True, installed=installed)
+    plan = ", ".join(outcome.plan) or "nothing to install"
+    if outcome.breaks:
+        return None, f"no safe remedy: pip's plan for it ({plan}) would break {'; '.join(outcome.breaks)}"
+    if outcome.refused:
+        return None, f"no remedy shown: pip's plan could not be judged: {outcome.refused}"
+    return remedy, f"pip's plan for the remedy: {plan}; it breaks nothing installed"
