@@ -1,0 +1,118 @@
+"""A remedy shown for a person to type is held to the standard of one fix runs: what provably
+breaks an installed requirement is left out of packages.consistent's remedy ("no safe remedy"),
+and fix shows an install only after pip's plan for it breaks nothing installed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+from envdoctor.engine.graph import load_checks
+from envdoctor.engine.results import Status
+from envdoctor.install.consistency import breaking_requirements
+from envdoctor.install.pip_remedy import judge_shown_install
+from envdoctor.inventory import HostSpec
+from envdoctor.transport.interface import CommandResult
+from tests.unit.fakes import MARKERS, dist, env, facts
+
+GRAPH = load_checks()
+
+
+def consistent(*dists):
+    venv = env("/v", *dists, dist("pip", "24.0"))
+    results = {r.id: r for r in GRAPH.evaluate(HostSpec("h", None, venv="/v"), facts(venv))}
+    return results["packages.consistent"]
+
+
+def vllm_stack(*more):
+    """vllm's pins beside flashinfer-python, whose `b12x` extra pins the older cutlass."""
+    return env("/v",
+               dist("vllm", "0.33.0", "nvidia-cutlass-dsl[cu13]==4.8.0", "apache-tvm-ffi==0.1.11"),
+               dist("nvidia-cutlass-dsl", "4.8.0", "nvidia-cutlass-dsl-libs-base==4.8.0",
+                    "nvidia-cutlass-dsl-libs-cu13==4.8.0; extra == 'cu13'"),
+               dist("nvidia-cutlass-dsl-libs-cu13", "4.8.0", "nvidia-cutlass-dsl-libs-base==4.8.0"),
+               dist("nvidia-cutlass-dsl-libs-base", "4.8.0"), dist("apache-tvm-ffi", "0.1.11"),
+               dist("nvidia-cuda-nvcc", "13.5.37"), *more)
+
+
+def test_a_pin_the_installed_graph_holds_is_never_in_the_remedy():
+    """The issue's remedy: cutlass 4.7.1 (under vllm's ==4.8.0, through a [cu13] extra vllm asks
+    for too), tvm-ffi >=0.1.12 (vllm pins 0.1.11); libs pinned by the cutlass that then stays
+    installed; nvcc, pinned by nobody installed, is left to pip's plan."""
+    wanted = ["apache-tvm-ffi<0.2,>=0.1.12", "nvidia-cuda-nvcc==13.0.88.*", "nvidia-cutlass-dsl-libs-base==4.7.1",
+              "nvidia-cutlass-dsl-libs-cu13==4.7.1", "nvidia-cutlass-dsl==4.7.1"]
+    found = breaking_requirements(vllm_stack(), wanted)
+    assert found == {
+        "apache-tvm-ffi<0.2,>=0.1.12": "apache-tvm-ffi<0.2,>=0.1.12 cannot hold beside vllm 0.33.0's apache-tvm-ffi==0.1.11",
+        "nvidia-cutlass-dsl-libs-base==4.7.1": "nvidia-cutlass-dsl-libs-base==4.7.1 cannot hold beside "
+                                               "nvidia-cutlass-dsl 4.8.0's nvidia-cutlass-dsl-libs-base==4.8.0",
+        "nvidia-cutlass-dsl-libs-cu13==4.7.1": "nvidia-cutlass-dsl-libs-cu13==4.7.1 cannot hold beside "
+                                               "nvidia-cutlass-dsl 4.8.0 [cu13]'s nvidia-cutlass-dsl-libs-cu13==4.8.0",
+        "nvidia-cutlass-dsl==4.7.1": "nvidia-cutlass-dsl==4.7.1 cannot hold beside vllm 0.33.0's "
+                                     "nvidia-cutlass-dsl[cu13]==4.8.0",
+    }
+
+
+def test_without_a_pin_nothing_is_claimed():
+    """b<2 beside c's b>=1.5: some version may meet both; only the installer's plan can tell."""
+    venv = env("/v", dist("c", "1.0", "b>=1.5"), dist("b", "2.0"))
+    assert breaking_requirements(venv, ["b<2"]) == {}
+    assert breaking_requirements(env("/v", dist("c", "1.0", "b==2.0"), dist("b", "2.0")), ["b<2"]) != {}
+
+
+def test_the_check_says_no_safe_remedy_instead_of_a_breaking_command():
+    """a wants b==1, c wants b==2 (b 2.0 installed): pip check's conflict stands, and no pip command is offered."""
+    result = consistent(dist("a", "1.0", "b==1"), dist("c", "1.0", "b==2"), dist("b", "2.0"))
+    assert result.status is Status.FAIL
+    assert "a 1.0 has requirement b==1, but you have b 2.0." in result.message
+    assert "no safe remedy: b==1 cannot hold beside c 1.0's b==2" in result.message.split("\n")
+    assert result.remedy is None
+
+
+def test_only_the_safe_part_is_offered():
+    """a wants b==1 (c pins b==2: no) and d>=2 (nobody else pins d): the remedy installs d>=2 only."""
+    result = consistent(dist("a", "1.0", "b==1", "d>=2"), dist("c", "1.0", "b==2"), dist("b", "2.0"), dist("d", "1.0"))
+    assert result.remedy is not None and result.remedy.argv[-1] == "d>=2" and "b==1" not in result.remedy.argv
+    assert result.remedy.unlocked_by == "--require 'd>=2'"
+
+
+def report(*items: tuple[str, str, list[str]]) -> bytes:
+    return json.dumps({"version": "1", "pip_version": "24.0", "environment": MARKERS,
+                       "install": [{"metadata": {"name": n, "version": v, "requires_dist": r}} for n, v, r in items]}
+                      ).encode()
+
+
+def judged(result, plan: bytes, exit_status: int = 0):
+    ran: list[tuple[str, ...]] = []
+
+    async def run(argv: Sequence[str]) -> CommandResult:
+        ran.append(tuple(argv))
+        return CommandResult(tuple(argv), exit_status, plan, b"no index" if exit_status else b"")
+
+    shown, line = asyncio.run(judge_shown_install(run, result.remedy, {}))
+    return shown, line, ran
+
+
+def test_fix_shows_an_install_only_after_its_plan_breaks_nothing():
+    """a wants b<2, c wants b>=1.5 (b 2.0 installed): the plan b 2.0 -> 1.4 breaks c, so nothing is
+    shown; the plan b 2.0 -> 1.9 breaks nothing, so the command is shown with the plan. Only pip's
+    dry run ran."""
+    result = consistent(dist("a", "1.0", "b<2"), dist("c", "1.0", "b>=1.5"), dist("b", "2.0"))
+    assert result.remedy is not None and not result.remedy.automatic
+    shown, line, ran = judged(result, report(("b", "1.4", [])))
+    assert shown is None
+    assert line == ("no safe remedy: pip's plan for it (b 2.0 -> 1.4 (downgrade)) would break "
+                    "c 1.0 requires b>=1.5; the plan installs 1.4")
+    assert len(ran) == 1 and "--dry-run" in ran[0] and "--report" in ran[0]
+    shown, line, ran = judged(result, report(("b", "1.9", [])))
+    assert shown == result.remedy
+    assert line == "pip's plan for the remedy: b 2.0 -> 1.9 (downgrade); it breaks nothing installed"
+
+
+def test_no_plan_no_command():
+    """pip cannot plan it (the index refuses): the command is not shown, and the line says why."""
+    result = consistent(dist("a", "1.0", "b<2"), dist("b", "2.0"))
+    shown, line, _ = judged(result, b"", exit_status=1)
+    assert shown is None
+    assert line.startswith("no remedy shown: pip's plan could not be judged: pip could not plan the install (exit status 1)")
