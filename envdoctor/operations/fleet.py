@@ -308,13 +308,13 @@ class HostRun:
         """The results with each pip install shown for a person to type judged by pip's plan
         first (envdoctor.install.pip_remedy.judge_shown_install): a remedy whose plan breaks an
         installed requirement, or has none, is not shown; the result says what the plan showed."""
-        from envdoctor.install.pip_remedy import is_shown_pip_install, judge_shown_install
+        from envdoctor.install.pip_remedy import judge_shown_install, plan_first_install
 
         judged: dict[str, tuple[Remedy | None, str]] = {}
         out = []
         for result in results:
             remedy = result.remedy
-            if remedy is None or not is_shown_pip_install(remedy) or not result.status.is_problem:
+            if remedy is None or plan_first_install(remedy) is None or not result.status.is_problem:
                 out.append(result)
                 continue
             if remedy.display not in judged:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from envdoctor.engine.graph import load_checks
 from envdoctor.engine.results import Status
 from envdoctor.install.consistency import breaking_requirements
-from envdoctor.install.pip_remedy import judge_shown_install
+from envdoctor.install.pip_remedy import judge_shown_install, plan_first_install
 from envdoctor.inventory import HostSpec
 from envdoctor.transport.interface import CommandResult
 from tests.unit.fakes import MARKERS, dist, env, facts
@@ -73,7 +73,8 @@ def test_the_check_says_no_safe_remedy_instead_of_a_breaking_command():
 def test_only_the_safe_part_is_offered():
     """a wants b==1 (c pins b==2: no) and d>=2 (nobody else pins d): the remedy installs d>=2 only."""
     result = consistent(dist("a", "1.0", "b==1", "d>=2"), dist("c", "1.0", "b==2"), dist("b", "2.0"), dist("d", "1.0"))
-    assert result.remedy is not None and result.remedy.argv[-1] == "d>=2" and "b==1" not in result.remedy.argv
+    command = plan_first_install(result.remedy)
+    assert command is not None and command.argv[-1] == "d>=2" and "b==1" not in command.argv
     assert result.remedy.unlocked_by == "--require 'd>=2'"
 
 
@@ -106,7 +107,8 @@ def test_fix_shows_an_install_only_after_its_plan_breaks_nothing():
                     "c 1.0 requires b>=1.5; the plan installs 1.4")
     assert len(ran) == 1 and "--dry-run" in ran[0] and "--report" in ran[0]
     shown, line, ran = judged(result, report(("b", "1.9", [])))
-    assert shown == result.remedy
+    assert shown == plan_first_install(result.remedy) and shown.argv[-1] == "b<2" and not shown.automatic
+    assert result.remedy.argv == ()  # check itself shows no command: it runs no pip
     assert line == "pip's plan for the remedy: b 2.0 -> 1.9 (downgrade); it breaks nothing installed"
 
 
@@ -116,3 +118,23 @@ def test_no_plan_no_command():
     shown, line, _ = judged(result, b"", exit_status=1)
     assert shown is None
     assert line.startswith("no remedy shown: pip's plan could not be judged: pip could not plan the install (exit status 1)")
+
+
+def test_the_tags_reinstall_is_shown_only_after_its_plan():
+    """packages.tags' reinstall of a wheel built for another Python is held to the same standard:
+    check names fix --dry-run; the command (same version, --no-deps) is what fix plans."""
+    from envdoctor.probe.host.wheel_tags import interpreter_facts
+
+    venv = env("/v", dist("markupsafe", "3.0.2"), dist("pip", "24.0"))
+    host = facts(venv)
+    host.probe.sections["wheel-tags"] = {"interpreter": interpreter_facts(None, 10), "distributions": [
+        {"name": "markupsafe", "version": "3.0.2", "path": "/v/site/markupsafe-3.0.2.dist-info",
+         "tags": ["cp299-cp299-manylinux_2_17_x86_64"]}]}
+    result = {r.id: r for r in GRAPH.evaluate(HostSpec("h", None, venv="/v"), host)}["packages.tags"]
+    assert result.status is Status.FAIL and result.remedy.argv == ()
+    assert "`envdoctor fix h --dry-run` asks pip for its plan" in result.remedy.summary
+    command = plan_first_install(result.remedy)
+    assert command.argv[-3:] == ("--force-reinstall", "--no-deps", "markupsafe==3.0.2") and not command.automatic
+    shown, line, _ = judged(result, report(("markupsafe", "3.0.2", [])))
+    assert shown == command and line == ("pip's plan for the remedy: markupsafe 3.0.2 -> 3.0.2 (reinstall); "
+                                         "it breaks nothing installed")
