@@ -462,6 +462,10 @@ def breaking_requirements(env: Environment, wanted: Sequence[str]) -> dict[str, 
             if text in found:
                 continue
             req = _requirement(text)
+            if _cannot_both_hold(req, req):  # (what several distributions want of one name)
+                found[text] = f"no version meets {text}: the installed distributions want them all"
+                changed = True
+                continue
             for (who, extra), held in graph.requirements.get(canonicalize_name(req.name), ()):
                 if who in replaced or not _cannot_both_hold(req, held):
                     continue

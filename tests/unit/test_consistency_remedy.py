@@ -70,6 +70,14 @@ def test_the_check_says_no_safe_remedy_instead_of_a_breaking_command():
     assert result.remedy is None
 
 
+def test_requirements_that_contradict_each_other_have_no_safe_remedy():
+    """a wants b==1 and c wants b==2 while b 3.0 is installed: no version of b meets both."""
+    result = consistent(dist("a", "1.0", "b==1"), dist("c", "1.0", "b==2"), dist("b", "3.0"))
+    assert "no safe remedy: no version meets b==1,==2: the installed distributions want them all" in \
+        result.message.split("\n")
+    assert result.remedy is None
+
+
 def test_only_the_safe_part_is_offered():
     """a wants b==1 (c pins b==2: no) and d>=2 (nobody else pins d): the remedy installs d>=2 only."""
     result = consistent(dist("a", "1.0", "b==1", "d>=2"), dist("c", "1.0", "b==2"), dist("b", "2.0"), dist("d", "1.0"))
