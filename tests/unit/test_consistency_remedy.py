@@ -146,3 +146,28 @@ def test_the_tags_reinstall_is_shown_only_after_its_plan():
     shown, line, _ = judged(result, report(("markupsafe", "3.0.2", [])))
     assert shown == command and line == ("pip's plan for the remedy: markupsafe 3.0.2 -> 3.0.2 (reinstall); "
                                          "it breaks nothing installed")
+
+
+def test_a_claimed_break_is_never_wrong():
+    """Over pins, ranges, wildcards and compatible releases of a few versions: whenever two
+    requirements are called impossible together, no version of a dense grid meets both."""
+    from itertools import product
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from envdoctor.install.consistency import _cannot_both_hold
+
+    points = ["1.0", "1.0.1", "1.1", "2.0", "2.0rc1", "2.0.post1"]
+    specs = [f"{op}{v}" for op in ("==", "!=", ">=", ">", "<=", "<", "~=") for v in points if not (op == "~=" and "." not in v)]
+    specs += ["==1.*", "==2.0.*", ""]
+    grid = [Version(f"{a}.{b}{tail}") for a in range(0, 4) for b in range(0, 3) for tail in ("", ".1", "rc1", ".post1")]
+    grid += [Version(p) for p in points]
+    claimed = 0
+    for one, other in product(specs, repeat=2):
+        a, b = Requirement(f"x{one}"), Requirement(f"x{other}")
+        if _cannot_both_hold(a, b):
+            claimed += 1
+            assert not any(a.specifier.contains(v, prereleases=True) and b.specifier.contains(v, prereleases=True)
+                           for v in grid), (one, other)
+    assert claimed > 20  # the claim is made, not only never wrong
