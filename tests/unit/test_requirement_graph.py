@@ -6,7 +6,7 @@ flashinfer-python, cuda-toolkit, humming-kernels) and the seed story's (speculat
 from __future__ import annotations
 
 from envdoctor.engine.facts import Distribution
-from envdoctor.install.consistency import _parse, _wants, check_environment, marker_key, requirement_graph
+from envdoctor.install.consistency import check_environment, environment_graph
 from tests.unit.fakes import dist, env
 
 NVCC_PIN = "nvidia-cuda-nvcc==13.0.88.*; sys_platform == 'linux' and extra == 'nvcc'"
@@ -66,11 +66,10 @@ def test_extras_are_asked_for_transitively():
 
 
 def test_the_graph_holds_each_asked_extra_and_who_requires_what():
-    """requirement_graph: the asked (name, extra) pairs, transitively, and the nodes requiring each name."""
+    """environment_graph: the asked (name, extra) pairs, transitively, and the nodes requiring each name."""
     venv = env("/v", dist("a", "1.0", "b[x]"), dist("b", "1.0", "c[y]; extra == 'x'", "q; extra == 'w'"),
                dist("c", "1.0", "d; extra == 'y'", "missing[m]; extra == 'y'"), dist("d", "2.0"))
-    key = marker_key(venv)
-    graph = requirement_graph({d.key: _wants(_parse(d), venv.markers, key) for d in venv.distributions})
+    graph = environment_graph(venv)
     assert graph.asked == {("b", "x"), ("c", "y"), ("missing", "m")}
     assert graph.required_by["d"] == {("c", "y")}
     assert graph.required_by["c"] == {("b", "x")}
