@@ -3,11 +3,14 @@
 (run from a venv of its own with `pip --python STACK/bin/python`, as the stacks have no pip).
 Both stacks are consistent as uv installs them; envdoctor must say so, with no "extras in use"
 line for extras nobody asks for (flashinfer-python [b12x], cuda-toolkit [nvcc]), and `fix`
-must offer nothing."""
+must offer nothing. The one case both miss, the seed story's speculators [datagen] beside a
+vllm there for no other reason, is found on the real graph (an overlay venv; the stack is
+never changed)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -17,6 +20,7 @@ from packaging.utils import canonicalize_name
 
 from tests.conftest import make_venv, uv_executable
 from tests.e2e.test_consistency_vs_pip import envdoctor_findings, pip_findings
+from tests.real_stacks import STACKS as STACKS_PINS
 
 pytestmark = pytest.mark.realstack
 
@@ -110,3 +114,40 @@ def test_fix_offers_nothing_for_the_packages_of_a_consistent_stack(name, request
     host = json.loads(res.stdout)["hosts"][0]
     assert host.get("actions", []) == [], host
     assert all(r["status"] == "pass" for r in host["results"] if r["id"].startswith("packages.")), host
+
+
+@pytest.fixture(scope="module")
+def seed_overlay(vllm_stack: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seed story on the real vLLM stack, which stays untouched: a venv of the stack's own
+    interpreter holding speculators 0.3.0 (whose `datagen` extra pins vllm==0.11.0; --no-deps,
+    from uv's cache) and a .pth naming the stack's site-packages, so that its vllm is there for
+    no other reason and the other 200-odd distributions make up the rest of the graph."""
+    venv = tmp_path_factory.mktemp("seed") / "overlay"
+    uv = uv_executable()
+    subprocess.run([uv, "venv", "-q", "-p", os.path.realpath(vllm_stack / "bin" / "python"), str(venv)], check=True)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--no-deps",
+                    "speculators==0.3.0"], check=True)
+    stack_site = next(vllm_stack.glob("lib/python3*/site-packages"))
+    (next(venv.glob("lib/python3*/site-packages")) / "zz-stack.pth").write_text(f"{stack_site}\n")
+    return venv
+
+
+def test_the_seed_story_extra_is_found_on_the_real_graph(seed_overlay, run_cli, pip_oracle):
+    """speculators 0.3.0 [datagen] beside the stack's vllm, which nothing else in its graph
+    requires: the one line beyond pip check, with the vllm the venv's Python finds; pip check's
+    own findings (speculators' dependencies left out by --no-deps) equal pip's."""
+    vllm = next(r.split("==")[1] for r in STACKS_PINS["vllm"] if r.startswith("vllm=="))
+    found = subprocess.run([str(seed_overlay / "bin" / "python"), "-c",
+                            "import importlib.metadata as m; print(m.version('vllm'), m.version('speculators'))"],
+                           capture_output=True, text=True, check=True, cwd="/").stdout.split()
+    assert found == [vllm, "0.3.0"]
+    res = run_cli("check", "local", "--venv", str(seed_overlay), "--only", "packages.consistent", "--format", "json",
+                  timeout=900)
+    assert res.exit_status == 1, res.stderr
+    result = next(r for r in json.loads(res.stdout)["hosts"][0]["results"] if r["id"] == "packages.consistent")
+    assert result["details"]["extras"] == [{"distribution": "speculators", "version": "0.3.0", "extra": "datagen",
+                                            "requirement": "vllm==0.11.0", "name": "vllm", "installed": vllm}]
+    assert f"extras in use: speculators 0.3.0 [datagen] requires vllm==0.11.0; {vllm} is installed" in \
+        result["message"].split("\n")
+    assert envdoctor_findings(result["details"]["pip_check"]) == pip_findings(pip_oracle(seed_overlay))
+    assert "argv" not in (result.get("remedy") or {})  # no command before pip's plan (check runs no pip)
