@@ -290,29 +290,35 @@ class RequirementGraph:
     for adds nothing."""
 
     #: name -> the nodes whose requirements name it.
-    required_by: Mapping[str, frozenset[Node]]
+    required_by: Mapping[str, set[Node]]
     #: (name, extra) pairs that a node of the graph asks for (installed or not).
-    asked: frozenset[Node]
+    asked: set[Node]
     #: name -> every requirement of the graph that names it, with the node it comes from.
-    requirements: Mapping[str, tuple[tuple[Node, Requirement], ...]]
+    requirements: Mapping[str, list[tuple[Node, Requirement]]]
 
 
 def requirement_graph(wants_of: Mapping[str, _Wants]) -> RequirementGraph:
-    """The graph over ``wants_of`` (what each installed distribution requires on this host)."""
+    """The graph over ``wants_of`` (what each installed distribution requires on this host).
+    (Built for every environment checked: plain loops, the names already canonical in _Wants.)"""
     required_by: dict[str, set[Node]] = {}
     requirements: dict[str, list[tuple[Node, Requirement]]] = {}
     asked: set[Node] = set()
     stack: list[Node] = []
 
-    def add(node: Node, reqs: Sequence[Requirement]) -> None:
-        for req in reqs:
-            name = canonicalize_name(req.name)
-            required_by.setdefault(name, set()).add(node)
-            requirements.setdefault(name, []).append((node, req))
-            stack.extend((name, canonicalize_name(extra)) for extra in req.extras)
+    def add(node: Node, reqs: Sequence[tuple[str, Requirement]]) -> None:
+        for name, req in reqs:
+            nodes = required_by.get(name)
+            if nodes is None:
+                required_by[name] = {node}
+                requirements[name] = [(node, req)]
+            else:
+                nodes.add(node)
+                requirements[name].append((node, req))
+            if req.extras:
+                stack.extend((name, canonicalize_name(extra)) for extra in req.extras)
 
     for key, wants in wants_of.items():
-        add((key, ""), [req for _, req in wants.always])
+        add((key, ""), wants.always)
     while stack:
         node = stack.pop()
         if node in asked:
@@ -320,9 +326,10 @@ def requirement_graph(wants_of: Mapping[str, _Wants]) -> RequirementGraph:
         asked.add(node)
         wants = wants_of.get(node[0])
         if wants is not None:
-            add(node, next((reqs for extra, reqs in wants.by_extra if extra == node[1]), ()))
-    return RequirementGraph({name: frozenset(nodes) for name, nodes in required_by.items()}, frozenset(asked),
-                            {name: tuple(reqs) for name, reqs in requirements.items()})
+            for extra, reqs in wants.by_extra:
+                if extra == node[1]:
+                    add(node, [(canonicalize_name(req.name), req) for req in reqs])
+    return RequirementGraph(required_by, asked, requirements)
 
 
 @dataclass(frozen=True)
