@@ -215,6 +215,8 @@ def consistency_remedy(ctx: CheckContext, env: Environment, wanted: list[str]) -
     fix would run). What is left is shown as a command only after pip's plan for it (fix)."""
     from envdoctor.install.consistency import breaking_requirements
 
+    if not wanted:  # (parse errors, duplicate folders: nothing an install would mend)
+        return None, []
     breaking = breaking_requirements(env, wanted)
     lines = [f"no safe remedy: {reason}" for reason in breaking.values()]
     safe = [w for w in wanted if w not in breaking]
