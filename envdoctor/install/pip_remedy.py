@@ -10,6 +10,7 @@ install changed is remembered, so the next remedy of the run is judged against t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ class InstallOutcome:
     output: str = ""
     plan: tuple[str, ...] = ()
     refused: str = ""
+    #: Set when the plan was read and judged to break installed requirements (one line each).
+    breaks: tuple[str, ...] = ()
 
 
 def install_payload(prefix: str, pip_version: str | None, installed: Sequence[PackageState],
@@ -78,7 +81,8 @@ async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, inst
     verdict = evaluate(plan, current.values(), info.get("markers"))
     lines = tuple(c.describe() for c in verdict.changes)
     if not verdict.safe:
-        return InstallOutcome(None, asked, plan=lines, refused="it would break installed packages: " + "; ".join(verdict.breaks))
+        return InstallOutcome(None, asked, plan=lines, refused="it would break installed packages: " + "; ".join(verdict.breaks),
+                              breaks=verdict.breaks)
     if dry_run:
         return InstallOutcome(None, asked, plan=lines)
     if not verdict.changes:
@@ -87,3 +91,39 @@ async def apply_pip_install(run: RunArgv, remedy: Remedy, *, dry_run: bool, inst
     if result.exit_status == 0:
         current.update({p.key: p for p in plan.installs})
     return InstallOutcome(result.exit_status, (result.stdout + result.stderr).decode("utf-8", "replace"), plan=lines)
+
+
+#: In a pip install payload: the command a remedy stands for, shown only after pip's plan.
+PLAN_FIRST = "plan_first"
+
+
+def plan_first_payload(payload: dict[str, Any], argv: Sequence[str], summary: str) -> dict[str, Any]:
+    """``payload`` (install_payload's) for a remedy whose command is shown only after its plan."""
+    return {PAYLOAD_KEY: {**payload[PAYLOAD_KEY], PLAN_FIRST: {"argv": tuple(argv), "summary": summary}}}
+
+
+def plan_first_install(remedy: Remedy | None) -> Remedy | None:
+    """The pip install a plan-first remedy stands for (its command), else None."""
+    if remedy is None or remedy.automatic or not is_pip_install(remedy):
+        return None
+    held = remedy.payload[PAYLOAD_KEY].get(PLAN_FIRST)
+    if not held:
+        return None
+    return dataclasses.replace(remedy, argv=tuple(held["argv"]), summary=held["summary"])
+
+
+async def judge_shown_install(run: RunArgv, remedy: Remedy, installed: InstalledState) -> tuple[Remedy | None, str]:
+    """A remedy shown for a person to type is held to the standard of one fix runs: pip's plan
+    first, and never shown when that plan breaks an installed requirement or cannot be made.
+    ``remedy`` is a plan-first one (plan_first_install): returns the command to show (None for
+    none) and the line that says what the plan showed."""
+    command = plan_first_install(remedy)
+    if command is None:
+        raise ValueError("not a plan-first pip install remedy")
+    outcome = await apply_pip_install(run, command, dry_run=True, installed=installed)
+    plan = ", ".join(outcome.plan) or "nothing to install"
+    if outcome.breaks:
+        return None, f"no safe remedy: pip's plan for it ({plan}) would break {'; '.join(outcome.breaks)}"
+    if outcome.refused:
+        return None, f"no remedy shown: pip's plan could not be judged: {outcome.refused}"
+    return command, f"pip's plan for the remedy: {plan}; it breaks nothing installed"

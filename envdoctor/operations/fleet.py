@@ -7,6 +7,7 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -302,7 +303,37 @@ class HostRun:
         return Action(check_id, remedy.summary, remedy.display, outcome.exit_status,
                       outcome.output[-OUTPUT_TAIL_CHARS:], plan=outcome.plan, refused=outcome.refused)
 
+    async def planned(self, transport: Transport, results: list[CheckResult],
+                      installed: InstalledState) -> list[CheckResult]:
+        """The results with each pip install shown for a person to type judged by pip's plan
+        first (envdoctor.install.pip_remedy.judge_shown_install): a remedy whose plan breaks an
+        installed requirement, or has none, is not shown; the result says what the plan showed."""
+        from envdoctor.install.pip_remedy import judge_shown_install, plan_first_install
+
+        judged: dict[str, tuple[Remedy | None, str]] = {}
+        out = []
+        for result in results:
+            remedy = result.remedy
+            if remedy is None or plan_first_install(remedy) is None or not result.status.is_problem:
+                out.append(result)
+                continue
+            if remedy.display not in judged:
+                async def run(argv: Sequence[str], remedy: Remedy = remedy) -> CommandResult:
+                    return await run_remedy_argv(transport, remedy, argv)
+                judged[remedy.display] = await judge_shown_install(run, remedy, installed)
+            shown, line = judged[remedy.display]
+            out.append(dataclasses.replace(result, remedy=shown, message=f"{result.message}\n{line}"))
+        return out
+
     async def fix(self, transport: Transport, before: list[CheckResult], *, dry_run: bool) -> HostReport:
+        report = await self.fix_pending(transport, before, dry_run=dry_run)
+        try:
+            report.results = await self.planned(transport, report.results, {})
+        except TransportError as exc:
+            log.info("shown_plan_failed", host=self.spec.name, error=str(exc))
+        return report
+
+    async def fix_pending(self, transport: Transport, before: list[CheckResult], *, dry_run: bool) -> HostReport:
         remedies = pending_remedies(before)
         if not remedies:
             return HostReport(self.spec, before, before=before)
