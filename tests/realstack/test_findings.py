@@ -131,3 +131,26 @@ def test_the_snapshot_carries_every_line_collect_env_prints_of_the_stack(vllm_st
     for label in ("PyTorch version", "CUDA used to build PyTorch", "CUDA runtime version", "Libc version"):
         row = next(line for line in vllm_snapshot["text"].splitlines() if line.startswith(label + " "))
         assert row.split(": ", 1)[1].startswith(fields[label]), row
+
+
+# -- audit ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack", ["vllm_stack", "sglang_stack"])
+def test_audit_of_the_untouched_install_calls_nothing_inside_it_outside(stack, request, tmp_path):
+    """Every RECORD path `outside` lies outside the venv's prefix once links are resolved; on the vLLM
+    stack pynvvideocodec's data-scheme files (`<venv>/external/ffmpeg/...`) are verified, not `outside`."""
+    venv: Path = request.getfixturevalue(stack)
+    out = tmp_path / "audit.json"
+    done = envdoctor("audit", "local", "--venv", str(venv), "--format", "json", "--output", str(out))
+    assert done.returncode in (0, 1), done.stderr
+    files = json.loads(out.read_text())["hosts"][0]["files"]
+    prefix = os.path.realpath(venv) + os.sep
+    inside = [f["path"] for f in files if f["state"] == "outside" and os.path.realpath(f["path"]).startswith(prefix)]
+    assert inside == []
+    ffmpeg = [f for f in files if "/external/ffmpeg/" in f["path"]]
+    assert all(f["state"] != "outside" for f in ffmpeg)
+    if stack == "vllm_stack":  # the files are there, and are what RECORD says (so no item at all)
+        record = next(site_packages(venv).glob("pynvvideocodec-*.dist-info")) / "RECORD"
+        listed = [line.split(",", 1)[0] for line in record.read_text().splitlines() if "external/ffmpeg/" in line]
+        assert listed and all((record.parent.parent / rel).resolve().is_file() for rel in listed)
+        assert ffmpeg == []
