@@ -154,3 +154,103 @@ def test_audit_of_the_untouched_install_calls_nothing_inside_it_outside(stack, r
         listed = [line.split(",", 1)[0] for line in record.read_text().splitlines() if "external/ffmpeg/" in line]
         assert listed and all((record.parent.parent / rel).resolve().is_file() for rel in listed)
         assert ffmpeg == []
+
+
+# -- model.architecture on the real engines -------------------------------------------------------
+
+def model_folder(folder: Path, config: dict[str, Any], code: tuple[str, ...] = ()) -> Path:
+    """A model folder with its config.json only (and the stub code files its auto_map names); no weights."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32,
+                                                    "num_attention_heads": 32, "vocab_size": 92544, **config}))
+    for name in code:
+        (folder / name).write_text("class Stub:\n    pass\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def arch_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "internlm2": model_folder(root / "internlm2-chat-7b", {
+            "architectures": ["InternLM2ForCausalLM"], "model_type": "internlm2",
+            "auto_map": {"AutoConfig": "configuration_internlm2.InternLM2Config",
+                         "AutoModel": "modeling_internlm2.InternLM2ForCausalLM",
+                         "AutoModelForCausalLM": "modeling_internlm2.InternLM2ForCausalLM"}},
+            ("configuration_internlm2.py", "modeling_internlm2.py")),
+        "deepseek_v32": model_folder(root / "DeepSeek-V3.2", {
+            "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32"}),
+    }
+
+
+def architecture(venv: Path, model: Path, *extra: str) -> dict[str, Any]:
+    """model.architecture's result for the model on the stack (`check --only model.architecture`)."""
+    with tempfile_json() as out:
+        done = envdoctor("check", "local", "--venv", str(venv), "--model", str(model), "--only", "model.architecture",
+                         *extra, "--format", "json", "--output", str(out))
+        assert done.returncode in (0, 1), done.stderr
+        results = json.loads(out.read_text())["hosts"][0]["results"]
+    return next(r for r in results if r["id"] == "model.architecture")
+
+
+class tempfile_json:
+    def __enter__(self) -> Path:
+        import tempfile
+
+        self.folder = tempfile.TemporaryDirectory(prefix="envdoctor-realstack-")
+        return Path(self.folder.name) / "out.json"
+
+    def __exit__(self, *exc: object) -> None:
+        self.folder.cleanup()
+
+
+@pytest.mark.parametrize(("stack", "engine"), [("vllm_stack", "vllm"), ("sglang_stack", "sglang")])
+def test_internlm2_is_served_natively_with_the_consent_its_config_needs(stack, engine, request, arch_models):
+    """vLLM 0.33 and SGLang 0.5.23 register InternLM2ForCausalLM; its config is only its auto_map's code:
+    supported, needing --trust-remote-code (a warning naming it), then supported outright with it."""
+    venv: Path = request.getfixturevalue(stack)
+    without = architecture(venv, arch_models["internlm2"])
+    answer = without["details"]["architecture"][engine]
+    assert (answer["supported"], answer["needs_trust_remote_code"], answer["certain"]) == (True, True, True)
+    assert answer["as"].endswith("internlm2.InternLM2ForCausalLM")
+    assert without["status"] == "warn" and "--trust-remote-code" in without["message"]
+    consented = architecture(venv, arch_models["internlm2"], "--trust-remote-code")
+    answer = consented["details"]["architecture"][engine]
+    assert (answer["supported"], answer["needs_trust_remote_code"]) == (True, False)
+    assert consented["status"] == "pass"
+
+
+def test_sglang_registers_deepseek_v32_and_builds_its_config(sglang_stack, arch_models):
+    """SGLang 0.5.23: DeepseekV32ForCausalLM in deepseek_v2's EntryClass, and a config for deepseek_v32
+    (its own alias of transformers' DeepseekV3Config, as its get_config module registers it)."""
+    result = architecture(sglang_stack, arch_models["deepseek_v32"])
+    answer = result["details"]["architecture"]["sglang"]
+    assert (answer["supported"], answer["certain"]) == (True, True)
+    assert answer["as"] == "sglang.srt.models.deepseek_v2.DeepseekV32ForCausalLM"
+    assert result["status"] == "pass"
+
+
+SGLANG_REGISTRY = """
+import json
+from sglang.srt.utils.hf_transformers import common
+print(json.dumps({k: v.__name__ for k, v in common._CONFIG_REGISTRY.items()}))
+"""
+
+
+def test_sglangs_config_registry_read_from_files_is_what_sglang_builds(sglang_stack):
+    """The probe's reading of _CONFIG_REGISTRY (no import) against the stack's own Python importing it."""
+    from envdoctor.probe.host.engine_registry import Sources, read_sglang
+
+    done = subprocess.run([str(sglang_stack / "bin" / "python"), "-c", SGLANG_REGISTRY], capture_output=True,
+                          text=True, timeout=600, env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    truth = json.loads(done.stdout.strip().splitlines()[-1])
+    read = read_sglang(str(site_packages(sglang_stack) / "sglang"), Sources())
+    # DEEPSEEK_V41_CONFIG_CLASSES is a list another module builds: its entries are the only ones not read.
+    unread = {k for k in truth if k.startswith("deepseek_v41")}
+    assert set(truth) - set(read["config_types"]) == unread
+    assert set(read["config_types"]) - set(truth) == set()
+    # mellum's class is chosen by an `if` on the installed transformers: the type is there, the name may differ.
+    differ = {k for k in truth if k in read["config_types"] and read["config_types"][k] != truth[k]}
+    assert differ <= {"mellum"}, {k: (read["config_types"][k], truth[k]) for k in differ}
+    assert read["config_types"]["deepseek_v32"] == truth["deepseek_v32"] == "_DeepseekV32ConfigAlias"
