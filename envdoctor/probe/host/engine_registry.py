@@ -15,6 +15,7 @@
 # by the code and the RECORD of each engine's distribution, checked against the stat of every
 # file read. The answer holds only the entries the given models' config.json files name.
 
+import ast
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ from envdoctor.probe.host.core import (
     site_entries,
 )
 from envdoctor.probe.host.drift import drift_cache_folder, read_cache, write_cache
+from envdoctor.probe.host.drift_ast import const_value
 from envdoctor.probe.host.registry_literals import Symbol, read_tables
 
 ARCHITECTURE_CACHE_NAME = "architecture-cache"
@@ -216,6 +218,12 @@ SGLANG_CONFIG_MODULES = (("srt", "utils", "hf_transformers_utils.py"), ("srt", "
 _MODEL_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*[a-z0-9]$")
 
 
+def _string(node):
+    """The text of a string literal (any Python 3's ast), else None."""
+    ok, value = const_value(node)
+    return value if ok and isinstance(value, str) else None
+
+
 def config_rewrites(data):
     """Model types the engine's config loader rewrites before building a config: a top-level
     function that sets `CONFIG["model_type"] = "T"` (and maybe `CONFIG["architectures"] = [...]`)
@@ -223,8 +231,6 @@ def config_rewrites(data):
     (SGLang 0.5.3's `_load_deepseek_v32_model`, called by get_config when `"deepseek_v32" in
     str(e)` of transformers' ValueError: a deepseek_v32 config is built as deepseek_v3 when the
     installed transformers does not know deepseek_v32). S -> {model_type, architectures, by}."""
-    import ast
-
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
@@ -233,9 +239,9 @@ def config_rewrites(data):
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             for operand in [node.left] + list(node.comparators):
-                if isinstance(operand, ast.Constant) and isinstance(operand.value, str) and \
-                        _MODEL_TYPE_NAME.match(operand.value):
-                    tested.add(operand.value)
+                text = _string(operand)
+                if text and _MODEL_TYPE_NAME.match(text):
+                    tested.add(text)
     found = {}
     for function in tree.body:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -245,14 +251,12 @@ def config_rewrites(data):
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)):
                 continue
             key = node.targets[0].slice
-            key = getattr(key, "value", key) if type(key).__name__ == "Index" else key
-            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-                continue
-            if key.value == "model_type" and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                target_type = node.value.value
-            elif key.value == "architectures" and isinstance(node.value, ast.List) and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
-                archs = [e.value for e in node.value.elts]
+            key = _string(key.value if type(key).__name__ == "Index" else key)  # (3.8's Index)
+            if key == "model_type" and _string(node.value):
+                target_type = _string(node.value)
+            elif key == "architectures" and isinstance(node.value, ast.List) and all(
+                    _string(e) for e in node.value.elts):
+                archs = [_string(e) for e in node.value.elts]
         if not target_type:
             continue
         words = "_%s_" % function.name.strip("_")
