@@ -52,3 +52,15 @@ def test_the_text_is_cryptographys() -> None:
         dsa.DSAPublicKey  # noqa: B018  (reading the name is what warns)
     raised = [str(w.message) for w in caught if w.category is CryptographyDeprecationWarning]
     assert all(re.match(DSA_DEPRECATION_MESSAGE, text) for text in [*raised, DSA_TEXT]), raised
+
+
+def test_a_warning_from_envdoctors_own_modules_fails_a_test() -> None:
+    """pyproject's filterwarnings: raised from an envdoctor module, any warning is an error;
+    asyncssh's DSA deprecation is ignored by name."""
+    with pytest.raises(DeprecationWarning):
+        warnings.warn_explicit("old API", DeprecationWarning, "/x/envdoctor/engine/graph.py", 1,
+                               module="envdoctor.engine.graph")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.warn_explicit(DSA_TEXT, CryptographyDeprecationWarning, "/x/asyncssh/crypto/dsa.py", 38,
+                               module="asyncssh.crypto.dsa")
+    assert caught == []
