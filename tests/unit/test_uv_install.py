@@ -176,3 +176,14 @@ def test_uv_is_found_on_path_else_where_its_installer_puts_it(tmp_path, monkeypa
     assert (describe_uv(str(home))["resolved"], describe_uv(str(home))["found_in"]) == (on_path, "PATH")
     os.chmod(on_path, 0o644)  # not executable: not a uv to run
     assert describe_uv(str(home))["found_in"] == "~/.local/bin"
+
+
+def test_the_text_report_names_the_installer_whose_plan_it_shows():
+    """A plan shown under a uv command is uv's (its path quoted or not); under a pip command, pip's."""
+    from envdoctor.report.text import _plan_lines
+
+    plan = ("tiktoken 0.14.0 (new)",)
+    assert [t.plain for t in _plan_lines(plan, f"{UV} pip install --python {PYTHON} tiktoken")] == [
+        "      uv's plan: tiktoken 0.14.0 (new)"]
+    assert _plan_lines(plan, "'/home/a b/.local/bin/uv' pip install tiktoken")[0].plain.strip().startswith("uv's")
+    assert _plan_lines(plan, f"{PYTHON} -m pip install tiktoken")[0].plain.strip().startswith("pip's")
