@@ -12,7 +12,7 @@ from envdoctor.probe.host.discovery import real_if_moved
 from envdoctor.probe.host.shims import follow_launcher, script_interpreter, search_path
 
 #: Where uv's installer puts uv when it is not on the PATH of a non-interactive command
-#: (~/.local/bin; installers before uv 0.5 used cargo's ~/.cargo/bin).
+#: (~/.local/bin; older installers used cargo's ~/.cargo/bin).
 MACHINE_UV_DIRS = (".local/bin", ".cargo/bin")
 
 def describe_program(path):
