@@ -29,7 +29,7 @@ MAX_PLAN_BYTES = 4 * 1024 * 1024
 #: `` + tiktoken==0.9.0``, `` - urllib3==2.2.3``, `` ~ pkg==1.0``, `` + pkg @ file:///...``.
 _CHANGE = re.compile(r"^ ([+~-]) ([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?(?:==(\S+)| @ (\S+))\s*$")
 _NO_CHANGE = "Would make no changes"
-_WOULD = re.compile(r"^Would (install|uninstall|download|make no changes)\b", re.M)
+_WOULD = re.compile(r"^Would (install|uninstall|download|make no changes)\b", re.MULTILINE)
 
 
 def is_uv_install(argv: Sequence[str]) -> bool:

@@ -31,7 +31,7 @@ def test_the_lowest_tier_installs_the_lowest_versions_and_names_real_tests() -> 
     """The second tier installs with uv's lowest-direct and runs test paths that exist."""
     assert re.search(r"uv\" pip install -q --python \"\$lowest/bin/python\" --resolution lowest-direct "
                      r"-e '\.\[test\]'", CI_RUN)
-    block = re.search(r"LOWEST_TIER=\((.*?)\)", CI_RUN, re.S)
+    block = re.search(r"LOWEST_TIER=\((.*?)\)", CI_RUN, re.DOTALL)
     assert block is not None
     paths = shlex.split(block.group(1))
     assert "tests/unit" in paths and len(paths) > 1
