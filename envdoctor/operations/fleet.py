@@ -159,10 +159,13 @@ async def run_remedy_argv(transport: Transport, remedy: Remedy, argv: Sequence[s
     """The one place a command remedy (or pip's plan of it, ``argv``) is started on a host:
     under the host-side supervisor, so an interrupted or killed envdoctor leaves no pip
     running (SIGINT first: pip ends as its own Ctrl-C ends it)."""
+    from envdoctor.install.uv_plan import uv_target_python  # (only when a remedy runs: start-up)
+
     chosen = list(remedy.argv if argv is None else argv)
-    # Index URLs (and their passwords) go to pip's environment over stdin, never on its argv.
+    # Index URLs (and their passwords) go to pip's (or uv's) environment over stdin, never on its argv.
     command, stdin = wrapped_command(chosen)
-    python = chosen[0] if posixpath.basename(chosen[0]).startswith("python") else "python3"
+    python = chosen[0] if posixpath.basename(chosen[0]).startswith("python") else (
+        uv_target_python(chosen) or "python3")  # (the supervisor runs under the venv's interpreter)
     return await run_watched(transport, command, python=python, stdin=stdin, stop="INT", timeout=REMEDY_TIMEOUT)
 
 
@@ -244,7 +247,13 @@ class HostRun:
         return None if self.settings.timeout is None else self.started + self.settings.timeout
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
-        return self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
+        results = self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
+        if any(r.remedy is not None and r.remedy.kind == "command" and r.remedy.payload for r in results):
+            # (only with an install remedy, whose check has imported the install modules already)
+            from envdoctor.install.uv_remedy import with_host_installer
+
+            results = with_host_installer(results, facts.uv)  # a venv without pip: the host's uv
+        return results
 
     def request(self) -> tuple[list[str] | None, dict[str, dict[str, object]]]:
         """The sections to gather, and the overrides of the extra ones the checks do not read."""
