@@ -53,3 +53,14 @@ def test_a_probe_that_died_or_a_host_that_refused_is_not_timed_out():
     assert host_json(host)["timed_out"] is False
     assert host_json(HostFacts.unavailable(Problem("unreachable", "refused")))["timed_out"] is False
     assert host_json(facts())["timed_out"] is False
+
+
+def test_a_venv_the_probe_had_no_time_to_read_is_an_error_not_missing():
+    """python.venv is `error` (could not look), not "does not exist" (a fail a gate drains on),
+    when the probe's deadline stopped its venvs section."""
+    host = facts()
+    host.probe.errors["venvs"] = "did not finish: the probe's deadline of 3s passed"
+    spec = HostSpec("local", None, venv="/opt/venvs/job")
+    result = {r.id: r for r in GRAPH.evaluate(spec, host, only=["python.venv"])}["python.venv"]
+    assert result.status == "error" and "deadline" in result.message
+    assert {r.id: r for r in GRAPH.evaluate(spec, facts(), only=["python.venv"])}["python.venv"].status == "fail"
