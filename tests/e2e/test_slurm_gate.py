@@ -248,3 +248,36 @@ def test_envdoctors_own_timeout_is_never_a_drain(gate, venv_factory):
     gate.wait_health_runs(2)  # its own runs time out too: no verdict, no drain
     assert gate.cluster.node_state() == ("idle", "none")
     assert gate.cluster.job(held)["JobState"] == "PENDING"  # held until a person releases it
+
+
+def test_a_users_own_venv_fails_only_that_job(gate, venv_factory):
+    """A user's venv is checked by the job's first step (the batch script of docs/cluster-gate.md):
+    a missing package ends that job with exit 1 before its work, and the node is not drained."""
+    gate.reset()
+    gate.configure(venv_factory("cluster job venv"), args="--require pip")
+    user_venv = venv_factory("user venv")
+    step = (f"srun --ntasks-per-node=1 {shlex.quote(gate.program)} check local --venv {shlex.quote(str(user_venv))} "
+            "--require tiktoken --timeout 300 || exit 1\necho served")
+    job = gate.run_job(step)
+    done = gate.cluster.wait_for("the job ended", lambda: (lambda j: j if j.get("JobState") in ("COMPLETED", "FAILED")
+                                                            else None)(gate.cluster.job(job)), timeout=120)
+    assert done["JobState"] == "FAILED" and done["ExitCode"] == "1:0"
+    output = gate.job_output(job)
+    assert "packages.required" in output and "tiktoken" in output and "served" not in output
+    assert gate.wait_state("the node idle again", lambda s, r: s == "idle" or s.startswith("drain")) == ("idle", "none")
+
+
+def test_what_running_jobs_use_is_waived_while_they_run(gate, venv_factory):
+    """On a node with a job running the health check waives gpu.free and host.collectives:shm
+    (what jobs hold), and does not drain it; the other checks still run."""
+    gate.reset()
+    gate.configure(venv_factory("venv beside a running job"), args="--require pip")
+    job = gate.run_job("sleep 300")
+    gate.cluster.wait_for("the job running", lambda: gate.cluster.job(job).get("JobState") == "RUNNING")
+    gate.health(True)
+    gate.wait_health_runs(1)
+    results = {r["id"]: r for r in json.loads((gate.reports / "health.json").read_text())["hosts"][0]["results"]}
+    assert results["gpu.free"]["status"] == "waived"
+    assert results["packages.required"]["status"] == "pass"
+    assert gate.cluster.node_state()[0] in ("allocated", "mixed")
+    gate.cluster.run("scancel", job)
