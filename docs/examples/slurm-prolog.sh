@@ -55,10 +55,11 @@ fi
 GPU_ARGS=""
 if [ -n "${ENVDOCTOR_GPUS:-}" ]; then GPU_ARGS="--gpus $ENVDOCTOR_GPUS"; fi
 
-# A watchdog behind envdoctor's own --timeout: should envdoctor itself hang, it is stopped a
-# little later (exit 124, or 137 once killed), and that is envdoctor's time running out too.
+# A watchdog behind envdoctor's own --timeout: should envdoctor overrun it or hang, it is
+# stopped 10 s later (exit 124, or 137 once killed 5 s after that), and that is envdoctor's
+# time running out too. The prolog ends within ENVDOCTOR_TIMEOUT + 15 seconds.
 WATCHDOG=""
-if command -v timeout >/dev/null 2>&1; then WATCHDOG="timeout -k 5 $((ENVDOCTOR_TIMEOUT + 20))"; fi
+if command -v timeout >/dev/null 2>&1; then WATCHDOG="timeout -k 5 $((ENVDOCTOR_TIMEOUT + 10))"; fi
 
 mkdir -p "$(dirname "$ENVDOCTOR_REPORT")"
 rm -f "$ENVDOCTOR_REPORT" "$LATEST"  # never a stale report read as this run's
