@@ -25,7 +25,8 @@
 # Settings, as for slurm-prolog.sh (override in the environment or edit here):
 #   ENVDOCTOR, ENVDOCTOR_VENV, ENVDOCTOR_ARGS, ENVDOCTOR_GPUS (default: none expected)
 #   ENVDOCTOR_REPORT   this script's own report (default /var/log/envdoctor/health-NODE.json);
-#                      the prolog's reports must be in the same folder (prolog-NODE.json)
+#                      the prolog's reports must be in the same folder (prolog-NODE.json:
+#                      the report of the prolog that last stopped a job)
 #   ENVDOCTOR_TIMEOUT  seconds envdoctor may take (default 30; at most 35: with its watchdog
 #                      and three Slurm commands of 5 s at most, the run ends within 55 s)
 set -u
@@ -59,11 +60,13 @@ if [ ! -x "$PY" ]; then
   case $PY in *python*) ;; *) PY=python3 ;; esac
 fi
 
-# verdict REPORT: one line, "pass", "timeout", "gate" (envdoctor's own command was wrong or
-# no report) or "fail<TAB>REASON" with the Slurm reason for the first failing check.
+# verdict REPORT [DRAINED_AT]: one line, "pass", "timeout", "gate" (envdoctor's own command
+# was wrong, or no report), "fail<TAB>REASON" with the Slurm reason for the first failing
+# check, or "stale" when the report was not written when the node was drained at DRAINED_AT
+# (sinfo's %H: another prolog's failure, not the one this report tells of).
 verdict() {
-  "$PY" - "$1" <<'PYTHON'
-import json, sys
+  "$PY" - "$@" <<'PYTHON'
+import json, os, sys, time
 
 # The kind of problem each check finds: the node's, or the job environment's.
 KINDS = [("host.gpu", "node: GPU"), ("gpu.stack", "node: driver"), ("gpu.", "node: GPU"),
@@ -93,6 +96,11 @@ def one_line(text):
 try:
     with open(sys.argv[1], encoding="utf-8") as handle:
         data = json.load(handle)
+    if len(sys.argv) > 2:  # written by the prolog that ended just before Slurm drained the node
+        drained = time.mktime(time.strptime(sys.argv[2], "%Y-%m-%dT%H:%M:%S"))
+        if not -5 <= drained - os.path.getmtime(sys.argv[1]) <= 30:
+            print("stale")
+            sys.exit()
 except (OSError, ValueError):
     print("gate")
     sys.exit()
@@ -127,9 +135,11 @@ set_reason() {  # keep the node drained, with REASON
   bounded 5 scontrol update NodeName="$NODE" State=DRAIN Reason="$1"
 }
 
-line=$(bounded 5 sinfo -h -N -n "$NODE" -o '%T|%E') || { echo "envdoctor-healthcheck: sinfo failed" >&2; exit 0; }
+line=$(bounded 5 sinfo -h -N -n "$NODE" -o '%T|%H|%E') || { echo "envdoctor-healthcheck: sinfo failed" >&2; exit 0; }
 line=$(echo "$line" | head -n 1)
 state=${line%%|*}
+line=${line#*|}
+since=${line%%|*}
 reason=${line#*|}
 ours=0
 case $state in
@@ -138,11 +148,11 @@ case $state in
       envdoctor:*) ours=1 ;;
       "Prolog error"*)
         [ -f "$PROLOG_REPORT" ] || exit 0  # not envdoctor's prolog, or it wrote nothing: not ours
-        found=$(verdict "$PROLOG_REPORT")
+        found=$(verdict "$PROLOG_REPORT" "$since")
         case $found in
           fail*) reason=$(printf '%s' "$found" | cut -f 2-); set_reason "$reason"; ours=1 ;;
           timeout) reason=$TIMEOUT_REASON; set_reason "$reason"; ours=1 ;;
-          *) exit 0 ;;  # the prolog passed: another prolog drained the node
+          *) exit 0 ;;  # no failure of this prolog's then: another prolog drained the node
         esac ;;
       *) exit 0 ;;  # drained by a person or another tool: theirs to lift
     esac ;;

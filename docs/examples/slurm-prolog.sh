@@ -21,8 +21,9 @@
 #   ENVDOCTOR_VENV   the cluster's job environment on this node (part of the node image);
 #                    a user's own venv is checked by the job's first step (docs/cluster-gate.md)
 #   ENVDOCTOR_ARGS   more options, e.g. "--require tiktoken --model /models/Kimi-K2.6"
-#   ENVDOCTOR_REPORT where the JSON report goes (one file per job); the prolog also keeps the
-#                    latest one as prolog-NODE.json in the same folder for the health check
+#   ENVDOCTOR_REPORT where the JSON report goes (one file per job); when the prolog stops a
+#                    job it also copies the report to prolog-NODE.json in the same folder,
+#                    where the health check reads why the node was drained
 #   ENVDOCTOR_GPUS   GPUs this node must answer with (default: as many as Slurm allocated
 #                    to the job here, from SLURM_JOB_GPUS); host.gpu fails on fewer or no driver
 #   ENVDOCTOR_TIMEOUT     seconds envdoctor may take (its --timeout; default 120)
@@ -62,7 +63,7 @@ WATCHDOG=""
 if command -v timeout >/dev/null 2>&1; then WATCHDOG="timeout -k 5 $((ENVDOCTOR_TIMEOUT + 10))"; fi
 
 mkdir -p "$(dirname "$ENVDOCTOR_REPORT")"
-rm -f "$ENVDOCTOR_REPORT" "$LATEST"  # never a stale report read as this run's
+rm -f "$ENVDOCTOR_REPORT"  # never a stale report read as this run's
 # ENVDOCTOR_ARGS is split on spaces on purpose (several options); paths in it must not
 # contain spaces. Everything else is quoted.
 # shellcheck disable=SC2086
@@ -85,16 +86,21 @@ case $status in
   1) if only_timed_out; then timed_out=1; else timed_out=0; fi ;;
   *) timed_out=0 ;;
 esac
-if [ -f "$ENVDOCTOR_REPORT" ]; then cp "$ENVDOCTOR_REPORT" "$LATEST.tmp" && mv -f "$LATEST.tmp" "$LATEST"; fi
+# The report of a run that stops the job, where the health check finds it (only those: a
+# prolog that passes meanwhile for another job on the node must not hide why it drained).
+keep() {
+  if [ -f "$ENVDOCTOR_REPORT" ]; then cp "$ENVDOCTOR_REPORT" "$LATEST.tmp" && mv -f "$LATEST.tmp" "$LATEST"; fi
+}
 
 if [ "$timed_out" = 1 ]; then
   echo "envdoctor: did not finish within ${ENVDOCTOR_TIMEOUT}s on $NODE for job ${SLURM_JOB_ID:-?} (envdoctor's own time, not the node's fault; nothing it judged failed); see $ENVDOCTOR_REPORT" >&2
-  if [ "$ENVDOCTOR_ON_TIMEOUT" = hold ]; then exit 3; fi
+  if [ "$ENVDOCTOR_ON_TIMEOUT" = hold ]; then keep; exit 3; fi
   exit 0
 fi
 case $status in
   0) exit 0 ;;
   1) echo "envdoctor: node $NODE is not ready for job ${SLURM_JOB_ID:-?}; see $ENVDOCTOR_REPORT" >&2
+     keep
      exit 1 ;;
   *) echo "envdoctor: the prolog gate itself failed (exit $status); check its settings" >&2
      exit 2 ;;

@@ -6,8 +6,10 @@ and ENVDOCTOR_TIMEOUT, with batch jobs submitted as a user submits them."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,3 +283,26 @@ def test_what_running_jobs_use_is_waived_while_they_run(gate, venv_factory):
     assert results["packages.required"]["status"] == "pass"
     assert gate.cluster.node_state()[0] in ("allocated", "mixed")
     gate.cluster.run("scancel", job)
+
+
+def test_a_prolog_error_envdoctor_did_not_cause_is_left_alone(gate, venv_factory):
+    """A "Prolog error" drain from another prolog is not envdoctor's: the report envdoctor's
+    prolog kept from an earlier failure (ten minutes old here) does not explain it, so the
+    health check neither rewrites nor resumes it although every check passes."""
+    gate.reset()
+    venv = venv_factory("venv for another prolog's error")
+    gate.configure(venv, args="--require tiktoken")
+    job = gate.run_job()
+    gate.wait_state("the prolog drained the node", lambda s, r: s.startswith("drain"))
+    gate.cluster.run("scancel", job)
+    kept = gate.reports / f"prolog-{gate.cluster.node}.json"
+    assert json.loads(kept.read_text())["exit_status"] == 1
+    gate.configure(venv, args="--require pip")
+    gate.cluster.set_node("RESUME")
+    gate.wait_state("the node idle", lambda s, r: s == "idle")
+    old = time.time() - 600
+    os.utime(kept, (old, old))
+    gate.cluster.set_node("DRAIN", "Prolog error")  # as Slurm drains for another prolog's failure
+    gate.health(True)
+    gate.wait_health_runs(2)
+    assert gate.cluster.node_state() == ("drained", "Prolog error")
