@@ -65,7 +65,7 @@ class SlurmCluster:
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run([find_program(argv[0]) or argv[0], *argv[1:]], env=self.env, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
         if check and proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
         return proc

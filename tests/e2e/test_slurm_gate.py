@@ -54,7 +54,8 @@ class Gate:
         """Wait until ``count`` more runs have started and ended (each saw what was set before)."""
         log = self.root / "health.log"
         seen = log.read_text().count("start") if log.exists() else 0
-        self.cluster.wait_for(f"{count} health check runs", lambda: log.exists() and _ended_after(log.read_text(), seen, count),
+        self.cluster.wait_for(f"{count} health check runs",
+                              lambda: log.exists() and _ended_after(log.read_text(), seen, count),
                               timeout=INTERVAL * (count + 1) + 60)
 
     def run_job(self, script: str = "echo job ran") -> str:
@@ -69,8 +70,20 @@ class Gate:
         return json.loads((self.reports / f"job-{job_id}.json").read_text())
 
     def wait_state(self, what: str, predicate, timeout: float = 90) -> tuple[str, str]:
-        return self.cluster.wait_for(what, lambda: (lambda s: s if predicate(*s) else None)(self.cluster.node_state()),
-                                     timeout=timeout)
+        """Poll the node's (state, reason) until ``predicate(state, reason)``; returns them."""
+        def matching() -> tuple[str, str] | None:
+            state = self.cluster.node_state()
+            return state if predicate(*state) else None
+
+        return self.cluster.wait_for(what, matching, timeout=timeout)
+
+    def wait_job(self, job_id: str, states: tuple[str, ...], timeout: float = 90) -> dict[str, str]:
+        """Poll the job until its JobState is one of ``states``; returns its fields."""
+        def matching() -> dict[str, str] | None:
+            fields = self.cluster.job(job_id)
+            return fields if fields.get("JobState") in states else None
+
+        return self.cluster.wait_for(f"job {job_id} {'/'.join(states)}", matching, timeout=timeout)
 
     def reset(self) -> None:
         self.health(False)
@@ -137,7 +150,7 @@ def test_a_ready_node_runs_the_job(gate, venv_factory):
     gate.reset()
     gate.configure(venv_factory("ready venv"), args="--require pip")
     job = gate.run_job()
-    gate.cluster.wait_for("the job completed", lambda: gate.cluster.job(job).get("JobState") == "COMPLETED")
+    gate.wait_job(job, ("COMPLETED",))
     assert "job ran" in gate.job_output(job)
     host = gate.report(job)["hosts"][0]
     assert host["ok"] is True and host["timed_out"] is False
@@ -152,10 +165,9 @@ def test_a_job_venv_without_a_package_is_drained_and_resumed_once_fixed(gate, ve
     venv = venv_factory("venv without tiktoken")
     gate.configure(venv, args="--require tiktoken")
     job = gate.run_job()
-    state, reason = gate.wait_state("the prolog drained the node", lambda s, r: s.startswith("drain"))
+    _, reason = gate.wait_state("the prolog drained the node", lambda s, r: s.startswith("drain"))
     assert reason == "Prolog error"
-    held = gate.cluster.wait_for("the job requeued held",
-                                 lambda: (lambda j: j if j.get("JobState") == "PENDING" else None)(gate.cluster.job(job)))
+    held = gate.wait_job(job, ("PENDING",))
     assert "held" in held["Reason"].lower() or held["Reason"] == "launch_failed_requeued_held"
     assert gate.report(job)["hosts"][0]["timed_out"] is False
 
@@ -172,8 +184,7 @@ def test_a_job_venv_without_a_package_is_drained_and_resumed_once_fixed(gate, ve
     gate.wait_state("the health check resumed the node", lambda s, r: s == "idle" and r == "none")
     gate.cluster.run("scontrol", "release", job)
     gate.cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")  # (Slurm's 2 minutes after a requeue)
-    gate.cluster.wait_for("the released job completed", lambda: gate.cluster.job(job).get("JobState") == "COMPLETED",
-                          timeout=90)
+    gate.wait_job(job, ("COMPLETED",), timeout=90)
     assert "job ran" in gate.job_output(job)
 
 
@@ -209,7 +220,7 @@ def test_a_node_problem_that_comes_and_goes(gate, venv_factory):
     gate.configure(venv)
     gate.wait_state("the node resumed", lambda s, r: s == "idle" and r == "none")
     job = gate.run_job()
-    gate.cluster.wait_for("the job completed", lambda: gate.cluster.job(job).get("JobState") == "COMPLETED")
+    gate.wait_job(job, ("COMPLETED",))
 
 
 def slow_venv(venv: Path) -> Path:
@@ -231,8 +242,7 @@ def test_envdoctors_own_timeout_is_never_a_drain(gate, venv_factory):
     venv = slow_venv(venv_factory("slow venv"))
     gate.configure(venv, args="--require tiktoken", timeout="8")
     job = gate.run_job()
-    gate.cluster.wait_for("the job completed", lambda: gate.cluster.job(job).get("JobState") == "COMPLETED",
-                          timeout=120)
+    gate.wait_job(job, ("COMPLETED",), timeout=120)
     data = gate.report(job)
     assert data["exit_status"] == 1 and data["hosts"][0]["timed_out"] is True
     assert not [r for r in data["hosts"][0]["results"] if r["status"] == "fail"]
@@ -261,8 +271,7 @@ def test_a_users_own_venv_fails_only_that_job(gate, venv_factory):
     step = (f"srun --ntasks-per-node=1 {shlex.quote(gate.program)} check local --venv {shlex.quote(str(user_venv))} "
             "--require tiktoken --timeout 300 || exit 1\necho served")
     job = gate.run_job(step)
-    done = gate.cluster.wait_for("the job ended", lambda: (lambda j: j if j.get("JobState") in ("COMPLETED", "FAILED")
-                                                            else None)(gate.cluster.job(job)), timeout=120)
+    done = gate.wait_job(job, ("COMPLETED", "FAILED"), timeout=120)
     assert done["JobState"] == "FAILED" and done["ExitCode"] == "1:0"
     output = gate.job_output(job)
     assert "packages.required" in output and "tiktoken" in output and "served" not in output
@@ -275,7 +284,7 @@ def test_what_running_jobs_use_is_waived_while_they_run(gate, venv_factory):
     gate.reset()
     gate.configure(venv_factory("venv beside a running job"), args="--require pip")
     job = gate.run_job("sleep 300")
-    gate.cluster.wait_for("the job running", lambda: gate.cluster.job(job).get("JobState") == "RUNNING")
+    gate.wait_job(job, ("RUNNING",))
     gate.health(True)
     gate.wait_health_runs(1)
     results = {r["id"]: r for r in json.loads((gate.reports / "health.json").read_text())["hosts"][0]["results"]}
@@ -306,3 +315,15 @@ def test_a_prolog_error_envdoctor_did_not_cause_is_left_alone(gate, venv_factory
     gate.health(True)
     gate.wait_health_runs(2)
     assert gate.cluster.node_state() == ("drained", "Prolog error")
+
+
+def test_a_long_reason_fits_slurms_reason_field_and_keeps_its_kind(gate, venv_factory):
+    """Forty missing packages make a long finding: the drain reason is cut to 255 bytes (slurmdbd's
+    reason column) and still starts with the check and ends with the problem's kind."""
+    gate.reset()
+    wanted = " ".join(f"--require envdoctor-absent-package-{i:02d}" for i in range(40))
+    gate.configure(venv_factory("venv missing forty packages"), args=wanted)
+    gate.health(True)
+    _, reason = gate.wait_state("the health check drained the node", lambda s, r: r.startswith("envdoctor:"))
+    assert reason.startswith("envdoctor: packages.required envdoctor-absent-package-")
+    assert reason.endswith("... [job env: packages]") and len(reason.encode()) == 255, reason
