@@ -7,7 +7,7 @@
 # SSH is involved. It is a pure gate: it calls no Slurm command (Slurm's rule for prologs).
 # Its exit status:
 #   0  the node is ready, or envdoctor ran out of its own time with ENVDOCTOR_ON_TIMEOUT=run
-#      (the report and slurmd's log say so): the job starts
+#      (the report says so: "timed_out": true): the job starts
 #   1  something is wrong on this node or in its job environment: Slurm drains the node
 #      ("Prolog error") and requeues the job (held); slurm-healthcheck.sh reads this
 #      prolog's report, gives the drain an "envdoctor: ..." reason and resumes the node
