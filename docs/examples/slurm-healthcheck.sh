@@ -27,8 +27,9 @@
 #   ENVDOCTOR_REPORT   this script's own report (default /var/log/envdoctor/health-NODE.json);
 #                      the prolog's reports must be in the same folder (prolog-NODE.json:
 #                      the report of the prolog that last stopped a job)
-#   ENVDOCTOR_TIMEOUT  seconds envdoctor may take (default 30; at most 35: with its watchdog
-#                      and three Slurm commands of 5 s at most, the run ends within 55 s)
+#   ENVDOCTOR_TIMEOUT  seconds envdoctor may take in all (default 40, at most 40: with three
+#                      Slurm commands of 5 s at most the run ends within 55 s); it is asked for
+#                      --timeout 15 s less and a watchdog stops it at ENVDOCTOR_TIMEOUT
 set -u
 PATH=${PATH:-/usr/sbin:/usr/bin:/sbin:/bin}:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
@@ -38,16 +39,18 @@ ENVDOCTOR=${ENVDOCTOR:-/opt/envdoctor/bin/envdoctor}
 ENVDOCTOR_VENV=${ENVDOCTOR_VENV:-/opt/venvs/job}
 ENVDOCTOR_ARGS=${ENVDOCTOR_ARGS:-}
 ENVDOCTOR_REPORT=${ENVDOCTOR_REPORT:-/var/log/envdoctor/health-$NODE.json}
-ENVDOCTOR_TIMEOUT=${ENVDOCTOR_TIMEOUT:-30}
+ENVDOCTOR_TIMEOUT=${ENVDOCTOR_TIMEOUT:-40}
 PROLOG_REPORT="$(dirname "$ENVDOCTOR_REPORT")/prolog-$NODE.json"
 
 case $ENVDOCTOR_TIMEOUT in
-  ''|*[!0-9]*) echo "envdoctor-healthcheck: ENVDOCTOR_TIMEOUT must be whole seconds" >&2; exit 2 ;;
+  ''|*[!0-9]*|[0-9]) echo "envdoctor-healthcheck: ENVDOCTOR_TIMEOUT must be whole seconds, 10 or more" >&2; exit 2 ;;
 esac
-if [ "$ENVDOCTOR_TIMEOUT" -gt 35 ]; then ENVDOCTOR_TIMEOUT=35; fi
+if [ "$ENVDOCTOR_TIMEOUT" -gt 40 ]; then ENVDOCTOR_TIMEOUT=40; fi
+RUN_TIMEOUT=$((ENVDOCTOR_TIMEOUT - 15))
+if [ "$RUN_TIMEOUT" -lt $((ENVDOCTOR_TIMEOUT / 2)) ]; then RUN_TIMEOUT=$((ENVDOCTOR_TIMEOUT / 2)); fi
 
-# Every command is bounded: envdoctor by its --timeout and a watchdog 5 s behind it, scontrol
-# and sinfo by 5 s each, so the whole run ends before Slurm kills it at 60 s.
+# Every command is bounded: envdoctor by its --timeout and a watchdog behind it, scontrol
+# and sinfo by 4 s each (5 once killed), so the whole run ends within 55 s, before Slurm kills it at 60.
 bounded() {
   limit=$1; shift
   if command -v timeout >/dev/null 2>&1; then timeout -k 1 "$limit" "$@"; else "$@"; fi
@@ -132,10 +135,10 @@ PYTHON
 TIMEOUT_REASON="envdoctor: did not finish within its own time in the prolog; the node is not at fault [envdoctor]"
 
 set_reason() {  # keep the node drained, with REASON
-  bounded 5 scontrol update NodeName="$NODE" State=DRAIN Reason="$1"
+  bounded 4 scontrol update NodeName="$NODE" State=DRAIN Reason="$1"
 }
 
-line=$(bounded 5 sinfo -h -N -n "$NODE" -o '%T|%H|%E') || { echo "envdoctor-healthcheck: sinfo failed" >&2; exit 0; }
+line=$(bounded 4 sinfo -h -N -n "$NODE" -o '%T|%H|%E') || { echo "envdoctor-healthcheck: sinfo failed" >&2; exit 0; }
 line=$(echo "$line" | head -n 1)
 state=${line%%|*}
 line=${line#*|}
@@ -171,12 +174,12 @@ mkdir -p "$(dirname "$ENVDOCTOR_REPORT")"
 rm -f "$ENVDOCTOR_REPORT"
 # shellcheck disable=SC2086
 if [ -n "$WAIVE" ]; then
-  bounded $((ENVDOCTOR_TIMEOUT + 5)) "$ENVDOCTOR" check local --venv "$ENVDOCTOR_VENV" $GPU_ARGS $ENVDOCTOR_ARGS \
+  bounded $((ENVDOCTOR_TIMEOUT - 1)) "$ENVDOCTOR" check local --venv "$ENVDOCTOR_VENV" $GPU_ARGS $ENVDOCTOR_ARGS \
       --skip "gpu.free=jobs are running on the node" --skip "host.collectives:shm=jobs are running on the node" \
-      --format json --output "$ENVDOCTOR_REPORT" --timeout "$ENVDOCTOR_TIMEOUT" </dev/null
+      --format json --output "$ENVDOCTOR_REPORT" --timeout "$RUN_TIMEOUT" </dev/null
 else
-  bounded $((ENVDOCTOR_TIMEOUT + 5)) "$ENVDOCTOR" check local --venv "$ENVDOCTOR_VENV" $GPU_ARGS $ENVDOCTOR_ARGS \
-      --format json --output "$ENVDOCTOR_REPORT" --timeout "$ENVDOCTOR_TIMEOUT" </dev/null
+  bounded $((ENVDOCTOR_TIMEOUT - 1)) "$ENVDOCTOR" check local --venv "$ENVDOCTOR_VENV" $GPU_ARGS $ENVDOCTOR_ARGS \
+      --format json --output "$ENVDOCTOR_REPORT" --timeout "$RUN_TIMEOUT" </dev/null
 fi
 status=$?
 case $status in
@@ -187,17 +190,17 @@ esac
 
 case $found in
   pass)
-    if [ "$ours" = 1 ]; then bounded 5 scontrol update NodeName="$NODE" State=RESUME; fi ;;
+    if [ "$ours" = 1 ]; then bounded 4 scontrol update NodeName="$NODE" State=RESUME; fi ;;
   fail*)
     new=$(printf '%s' "$found" | cut -f 2-)
     if [ "$ours" = 1 ] || ! expr "$state" : 'drain' >/dev/null; then
       [ "$new" = "$reason" ] || set_reason "$new"
     fi ;;
   timeout)
-    echo "envdoctor-healthcheck: envdoctor ran out of its own time on $NODE (--timeout $ENVDOCTOR_TIMEOUT): no verdict" >&2
+    echo "envdoctor-healthcheck: envdoctor ran out of its own time on $NODE (${ENVDOCTOR_TIMEOUT}s): no verdict" >&2
     # The prolog's own timeout was never the node's fault: give the node back.
     if [ "$ours" = 1 ] && [ "$reason" = "$TIMEOUT_REASON" ]; then
-      bounded 5 scontrol update NodeName="$NODE" State=RESUME
+      bounded 4 scontrol update NodeName="$NODE" State=RESUME
     fi ;;
   *)
     echo "envdoctor-healthcheck: envdoctor's own command failed on $NODE (exit $status); check its settings" >&2

@@ -26,7 +26,9 @@
 #                    where the health check reads why the node was drained
 #   ENVDOCTOR_GPUS   GPUs this node must answer with (default: as many as Slurm allocated
 #                    to the job here, from SLURM_JOB_GPUS); host.gpu fails on fewer or no driver
-#   ENVDOCTOR_TIMEOUT     seconds envdoctor may take (its --timeout; default 120)
+#   ENVDOCTOR_TIMEOUT     seconds envdoctor may take in all (default 120): it is asked for
+#                    --timeout 15 s less, so that it stops and reports on its own, and a
+#                    watchdog stops it at ENVDOCTOR_TIMEOUT should it overrun or hang
 #   ENVDOCTOR_ON_TIMEOUT  run (default) or hold: what to do when envdoctor itself runs out
 #                    of time before it could judge every check and nothing it judged failed
 set -u
@@ -43,7 +45,7 @@ NODE=${SLURMD_NODENAME:-$(hostname)}
 LATEST="$(dirname "$ENVDOCTOR_REPORT")/prolog-$NODE.json"
 
 case $ENVDOCTOR_TIMEOUT in
-  ''|*[!0-9]*) echo "envdoctor: ENVDOCTOR_TIMEOUT must be whole seconds, not '$ENVDOCTOR_TIMEOUT'" >&2; exit 2 ;;
+  ''|*[!0-9]*|[0-9]) echo "envdoctor: ENVDOCTOR_TIMEOUT must be whole seconds, 10 or more, not '$ENVDOCTOR_TIMEOUT'" >&2; exit 2 ;;
 esac
 case $ENVDOCTOR_ON_TIMEOUT in
   run|hold) ;;
@@ -56,11 +58,14 @@ fi
 GPU_ARGS=""
 if [ -n "${ENVDOCTOR_GPUS:-}" ]; then GPU_ARGS="--gpus $ENVDOCTOR_GPUS"; fi
 
-# A watchdog behind envdoctor's own --timeout: should envdoctor overrun it or hang, it is
-# stopped 10 s later (exit 124, or 137 once killed 5 s after that), and that is envdoctor's
-# time running out too. The prolog ends within ENVDOCTOR_TIMEOUT + 15 seconds.
+# envdoctor's --timeout leaves it 15 s (or half the time, when short) to report before the
+# watchdog, which stops it at ENVDOCTOR_TIMEOUT (SIGTERM 2 s before, exit 124; 137 if it had
+# to be killed): that too is envdoctor's time running out. The prolog ends within
+# ENVDOCTOR_TIMEOUT and a moment.
+RUN_TIMEOUT=$((ENVDOCTOR_TIMEOUT - 15))
+if [ "$RUN_TIMEOUT" -lt $((ENVDOCTOR_TIMEOUT / 2)) ]; then RUN_TIMEOUT=$((ENVDOCTOR_TIMEOUT / 2)); fi
 WATCHDOG=""
-if command -v timeout >/dev/null 2>&1; then WATCHDOG="timeout -k 5 $((ENVDOCTOR_TIMEOUT + 10))"; fi
+if command -v timeout >/dev/null 2>&1; then WATCHDOG="timeout -k 2 $((ENVDOCTOR_TIMEOUT - 2))"; fi
 
 mkdir -p "$(dirname "$ENVDOCTOR_REPORT")"
 rm -f "$ENVDOCTOR_REPORT"  # never a stale report read as this run's
@@ -68,7 +73,7 @@ rm -f "$ENVDOCTOR_REPORT"  # never a stale report read as this run's
 # contain spaces. Everything else is quoted.
 # shellcheck disable=SC2086
 $WATCHDOG "$ENVDOCTOR" check local --venv "$ENVDOCTOR_VENV" $GPU_ARGS $ENVDOCTOR_ARGS \
-    --format json --output "$ENVDOCTOR_REPORT" --timeout "$ENVDOCTOR_TIMEOUT" </dev/null
+    --format json --output "$ENVDOCTOR_REPORT" --timeout "$RUN_TIMEOUT" </dev/null
 status=$?
 
 # envdoctor's own time ran out (the report's "timed_out") and no check it could judge failed:

@@ -235,12 +235,12 @@ def slow_venv(venv: Path) -> Path:
 
 
 def test_envdoctors_own_timeout_is_never_a_drain(gate, venv_factory):
-    """envdoctor running out of its own time (--timeout 8 on a venv whose interpreter hangs) lets
+    """envdoctor running out of its own time (ENVDOCTOR_TIMEOUT=12 on a venv whose interpreter hangs) lets
     the job run with the report saying so; with ENVDOCTOR_ON_TIMEOUT=hold the job is held and
     the health check gives the node back; the health check itself never drains for it."""
     gate.reset()
     venv = slow_venv(venv_factory("slow venv"))
-    gate.configure(venv, args="--require tiktoken", timeout="8")
+    gate.configure(venv, args="--require tiktoken", timeout="12")
     job = gate.run_job()
     gate.wait_job(job, ("COMPLETED",), timeout=120)
     data = gate.report(job)
@@ -249,12 +249,12 @@ def test_envdoctors_own_timeout_is_never_a_drain(gate, venv_factory):
     assert "job ran" in gate.job_output(job)
     assert gate.wait_state("the node idle again", lambda s, r: s == "idle" or s.startswith("drain"))[1] == "none"
 
-    gate.configure(venv, args="--require tiktoken", timeout="8", ENVDOCTOR_ON_TIMEOUT="hold")
+    gate.configure(venv, args="--require tiktoken", timeout="12", ENVDOCTOR_ON_TIMEOUT="hold")
     held = gate.run_job()
     _, reason = gate.wait_state("the held job's drain", lambda s, r: s.startswith("drain"), timeout=120)
     assert reason == "Prolog error"
     assert gate.cluster.job(held)["JobState"] == "PENDING"
-    gate.configure(venv, args="--require tiktoken", timeout="8")
+    gate.configure(venv, args="--require tiktoken", timeout="12")
     gate.health(True)
     gate.wait_state("the health check gave the node back", lambda s, r: s == "idle" and r == "none", timeout=120)
     gate.wait_health_runs(2)  # its own runs time out too: no verdict, no drain
@@ -327,3 +327,25 @@ def test_a_long_reason_fits_slurms_reason_field_and_keeps_its_kind(gate, venv_fa
     _, reason = gate.wait_state("the health check drained the node", lambda s, r: r.startswith("envdoctor:"))
     assert reason.startswith("envdoctor: packages.required envdoctor-absent-package-")
     assert reason.endswith("... [job env: packages]") and len(reason.encode()) == 255, reason
+
+
+@pytest.mark.parametrize(("policy", "status"), [("run", 0), ("hold", 3)])
+def test_the_prologs_watchdog_stops_an_envdoctor_that_hangs(tmp_path, policy, status):
+    """An envdoctor that never returns (stuck on a dead mount) is stopped at ENVDOCTOR_TIMEOUT:
+    the prolog ends within it, its report says timed_out, and it exits 0 (run) or 3 (hold),
+    never 1 (a drain for the node)."""
+    hung = tmp_path / "envdoctor"
+    hung.write_text("#!/bin/sh\nexec sleep 600\n")
+    hung.chmod(0o755)
+    report = tmp_path / "log" / "job-7.json"
+    env = {"PATH": "/usr/bin:/bin", "ENVDOCTOR": str(hung), "ENVDOCTOR_VENV": str(tmp_path), "ENVDOCTOR_TIMEOUT": "10",
+           "ENVDOCTOR_ON_TIMEOUT": policy, "ENVDOCTOR_REPORT": str(report), "SLURM_JOB_ID": "7",
+           "SLURMD_NODENAME": "envnode"}
+    begin = time.monotonic()
+    res = subprocess.run(["/bin/sh", str(DOCS / "slurm-prolog.sh")], env=env, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=60, start_new_session=True, check=False)
+    assert time.monotonic() - begin < 10 + 2, res.stderr
+    assert res.returncode == status, res.stderr
+    assert json.loads(report.read_text())["timed_out"] is True
+    assert "envdoctor's own time, not the node's fault" in res.stderr
+    assert (tmp_path / "log" / "prolog-envnode.json").exists() is (policy == "hold")
