@@ -93,7 +93,7 @@ class HostReport:
         for result in self.results:
             if result.id == "host.reachable" and result.details.get("kind") == "timeout":
                 return True
-            if result.id == "host.probe" and result.details.get("deadline") is True:
+            if result.details.get("deadline") is True:  # host.probe's, or a check not judged in time
                 return True
         return False
 
@@ -260,7 +260,8 @@ class HostRun:
         return None if self.settings.timeout is None else self.started + self.settings.timeout
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
-        results = self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
+        results = self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only,
+                                      until=self.until)
         if any(r.remedy is not None and r.remedy.kind == "command" and r.remedy.payload for r in results):
             # (only with an install remedy, whose check has imported the install modules already)
             from envdoctor.install.uv_remedy import with_host_installer
