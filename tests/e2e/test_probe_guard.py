@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.transport.watched import watched_argv
+from envdoctor.transport.watched import WATCH_HELLO, watched_argv
 from envdoctor.probe.host import core, guard
 from envdoctor.probe.program import build_program, encode_stdin, parse_lines, probe_command, probe_deadline
 from tests.run_processes import gone_within, processes_of, unique_run_id, wait_for
@@ -164,11 +164,13 @@ def supervised(run_id: str, argv: list[str], data: bytes = b"", *, stop: str = "
 
 
 def test_the_supervisor_passes_the_commands_input_output_and_status() -> None:
-    """The command reads its own input (then EOF), writes its output, and its status is the supervisor's."""
+    """The command reads its own input (then EOF), writes its output after the watch's first
+    line, and its status is the supervisor's; the host-side guard is gone at once."""
     run_id = unique_run_id("pass")
     proc = supervised(run_id, ["sh", "-c", "cat; echo err >&2; exit 3"], b"PIP_INDEX_URL=x\n\n")
     out, err = proc.stdout.read(), proc.stderr.read()  # (stdin held open until the command ends)
-    assert (proc.wait(10), out, err) == (3, b"PIP_INDEX_URL=x\n\n", b"err\n")
+    assert (proc.wait(10), out, err) == (3, WATCH_HELLO + b"\nPIP_INDEX_URL=x\n\n", b"err\n")
+    assert gone_within(run_id, 2) == {}
     proc.stdin.close()
 
 

@@ -1,0 +1,139 @@
+"""No host holds the fleet longer than its own failure takes: a venv whose ``python`` does not
+speak the probe's protocol (it reads its stdin to the end before it answers, prints 180,000
+nested brackets, or stays silent) is its host's error within the first-line bound
+(transport/first_line.py), naming what it printed; the healthy host beside it is checked, the
+report is written, and nothing of the run is left on the host. Over the real sshd, as root
+(OpenSSH refuses signals to root's sessions, so the host-side guard ends what is left)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.faults_support import results_by_id
+from tests.run_processes import gone_within, unique_run_id
+from envdoctor.transport.first_line import FIRST_LINE_SECONDS, GUARD_MARGIN
+
+pytestmark = pytest.mark.e2e
+
+#: What each hostile interpreter does, as a shell script in place of the venv's python3.
+HOSTILE = {
+    # reads stdin to its end (which never comes while envdoctor holds it), then wrong-shape JSON
+    "b300": "cat >/dev/null\necho '{\"hosts\": [1, 2, 3]}'\n",
+    # 180,000 nested brackets at once, then waits for stdin's end
+    "gpu-a": "head -c 180000 /dev/zero | tr '\\0' '['\necho\ncat >/dev/null\n",
+    # silent, with a child of its own
+    "gpu-b": "sleep 100000 &\nwait\n",
+}
+
+
+def hostile_venv(root: Path, name: str, script: str) -> Path:
+    prefix = root / name
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = prefix / "bin" / "python3"
+    python.write_text("#!/bin/sh\n" + script)
+    python.chmod(0o755)
+    return prefix
+
+
+def inventory(folder: Path, venvs: dict[str, Path]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)
+    (folder / "envdoctor.toml").write_text("".join(
+        f"[hosts.{name}]\nvenv = {json.dumps(str(venv))}\n" for name, venv in venvs.items()))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fleet(sshd, venv_factory, tmp_path_factory) -> dict[str, Path]:
+    """ct200 with a real venv; b300, gpu-a and gpu-b with the hostile interpreters above."""
+    root = tmp_path_factory.mktemp("hostile interpreters")
+    venvs = {"ct200": venv_factory("healthy beside hostile")}
+    venvs.update({name: hostile_venv(root, name, script) for name, script in HOSTILE.items()})
+    return {**venvs, "config": inventory(root / "config", venvs)}
+
+
+@pytest.fixture(scope="module")
+def checked(run_cli, sshd, fleet):
+    """One `check` of the four hosts at the default --timeout (900 s), timed."""
+    run_id = unique_run_id("first-line")
+    started = time.monotonic()
+    res = run_cli("check", "ct200", *HOSTILE, "--ssh-config", str(sshd.ssh_config), "--format", "json",
+                  "--output", "report.json", cwd=fleet["config"], env={"ENVDOCTOR_RUN_ID": run_id}, timeout=400)
+    return res, time.monotonic() - started, run_id, fleet["config"] / "report.json"
+
+
+def test_the_fleet_finishes_within_the_first_line_bound_not_the_timeout(checked):
+    """check ends a little after the bound (60 s), far below --timeout's 900 s; exit 1, report written."""
+    res, elapsed, _, report = checked
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.exit_status == 1, res.stderr[-2000:]
+    assert elapsed < FIRST_LINE_SECONDS + 45, elapsed
+    hosts = [h["host"] for h in json.loads(report.read_text())["hosts"]]
+    assert hosts == ["ct200", *HOSTILE]
+
+
+def host_results(report: Path, name: str) -> dict[str, dict]:
+    host = next(h for h in json.loads(report.read_text())["hosts"] if h["host"] == name)
+    return results_by_id(host)
+
+
+def test_the_healthy_host_is_checked_in_full(checked):
+    """The host beside the hostile ones has its probe's results, not a timeout."""
+    results = host_results(checked[3], "ct200")
+    assert results["host.python"]["status"] == "pass", results["host.python"]
+    assert results["python.venv"]["status"] == "pass", results["python.venv"]
+
+
+def protocol_error(report: Path, name: str) -> str:
+    results = host_results(report, name)
+    failed = [r for r in results.values() if r["status"] in ("error", "fail")]
+    assert failed and failed[0]["id"] in ("host.reachable", "host.python"), failed[:2]
+    return failed[0]["message"]
+
+
+def test_an_interpreter_that_waits_for_stdins_end_is_stopped_at_the_bound(checked):
+    """It printed nothing: the error says so, with the bound and the interpreter it tried."""
+    message = protocol_error(checked[3], "b300")
+    assert "printed nothing of envdoctor's protocol within 60s" in message, message
+    assert "/b300/bin/python3" in message
+
+
+def test_180000_nested_brackets_are_refused_at_once_and_shown_bounded(checked):
+    """What it printed is named, cut to a few hundred characters."""
+    message = protocol_error(checked[3], "gpu-a")
+    assert "not envdoctor's protocol: it printed '[[[[" in message, message[:400]
+    assert len(message) < 1000, len(message)
+
+
+def test_a_silent_interpreter_is_stopped_at_the_bound(checked):
+    message = protocol_error(checked[3], "gpu-b")
+    assert "printed nothing of envdoctor's protocol within 60s" in message, message
+
+
+def test_nothing_of_the_run_is_left_on_the_host(checked):
+    """The silent interpreter and its child are gone (the host-side guard, as OpenSSH refuses
+    to signal root's sessions), within its margin of the bound."""
+    assert gone_within(checked[2], GUARD_MARGIN + 8) == {}
+
+
+@pytest.mark.parametrize("command", ["audit", "facts", "drift", "snapshot"])
+def test_every_probing_command_reports_the_refused_host_beside_the_healthy_one(run_cli, sshd, fleet, tmp_path,
+                                                                               command):
+    """audit, facts, drift and snapshot: the bracket-printing host is its own error at once."""
+    run_id = unique_run_id(f"first-line-{command}")
+    extra = ["--model", str(tmp_path)] if command == "facts" else []
+    started = time.monotonic()
+    res = run_cli(command, "ct200", "gpu-a", *extra, "--ssh-config", str(sshd.ssh_config), "--format", "json",
+                  cwd=fleet["config"], env={"ENVDOCTOR_RUN_ID": run_id}, timeout=400)
+    assert time.monotonic() - started < FIRST_LINE_SECONDS, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert res.exit_status == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    text = res.stdout
+    assert '"ct200"' in text and '"gpu-a"' in text, text[-2000:]
+    assert "not envdoctor's protocol: it printed '[[[[" in text, text[-3000:]
