@@ -7,8 +7,10 @@ report is written, and nothing of the run is left on the host. Over the real ssh
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -16,7 +18,11 @@ import pytest
 
 from tests.e2e.faults_support import results_by_id
 from tests.run_processes import gone_within, unique_run_id
-from envdoctor.transport.first_line import FIRST_LINE_SECONDS, GUARD_MARGIN
+from envdoctor.engine.blocking import BlockingLocalTransport, drive
+from envdoctor.errors import ProtocolError
+from envdoctor.transport.first_line import FIRST_LINE_SECONDS, GUARD_MARGIN, GUARD_SH, FirstLine
+from envdoctor.transport.local import LocalTransport
+from envdoctor.transport.ssh import SSHOptions, SSHTarget, SSHTransport
 
 pytestmark = pytest.mark.e2e
 
@@ -137,3 +143,47 @@ def test_every_probing_command_reports_the_refused_host_beside_the_healthy_one(r
     text = res.stdout
     assert '"ct200"' in text and '"gpu-a"' in text, text[-2000:]
     assert "not envdoctor's protocol: it printed '[[[[" in text, text[-3000:]
+
+
+SILENT = FirstLine(b'{"hello": 1}', "the test program", within=1.0)
+
+
+def transport_run(kind: str, sshd, argv: list[str], first_line: FirstLine, env: dict[str, str]):
+    """``argv`` run by one of the three transports with ``first_line`` and stdin held open."""
+    if kind == "blocking":
+        return drive(BlockingLocalTransport("local").run(argv, stdin=b"", env=env, timeout=120, hold_stdin=True,
+                                                          first_line=first_line))
+
+    async def run():
+        transport = (LocalTransport() if kind == "local" else
+                     SSHTransport("ct200", SSHTarget("ct200"), SSHOptions(config_files=(str(sshd.ssh_config),))))
+        async with transport:
+            return await transport.run(argv, stdin=b"", env=env, timeout=120, hold_stdin=True, first_line=first_line)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("kind", ["blocking", "local", "ssh"])
+def test_every_transport_stops_a_silent_command_at_the_bound_and_nothing_is_left(sshd, kind):
+    """The same watch in each transport: ProtocolError at the bound; the command and its child
+    are gone (over SSH as root by the host-side guard, a few seconds later)."""
+    run_id = unique_run_id(f"first-line-{kind}")
+    argv = ["sh", "-c", GUARD_SH + 'envdoctor_guard "$1"\nsleep 100 &\nwait\n', "t", SILENT.guard_seconds(120)]
+    started = time.monotonic()
+    with pytest.raises(ProtocolError, match="printed nothing of envdoctor's protocol within 1s"):
+        transport_run(kind, sshd, argv, SILENT, {"ENVDOCTOR_RUN_ID": run_id})
+    assert time.monotonic() - started < 10
+    assert gone_within(run_id, GUARD_MARGIN + 4) == {}
+
+
+@pytest.mark.parametrize("kind", ["blocking", "local", "ssh"])
+def test_every_transport_refuses_other_output_at_once_and_passes_the_line_through(sshd, kind):
+    """Output that is not the line stops the command at once, though it would wait an hour;
+    the line itself is held back from the result's stdout."""
+    run_id = unique_run_id(f"first-line-refused-{kind}")
+    started = time.monotonic()
+    with pytest.raises(ProtocolError, match=re.escape("it printed '42\\n'")):
+        transport_run(kind, sshd, ["sh", "-c", "echo 42; sleep 3600"], SILENT, {"ENVDOCTOR_RUN_ID": run_id})
+    assert time.monotonic() - started < 10
+    result = transport_run(kind, sshd, ["sh", "-c", "printf '%s\\n' '{\"hello\": 1}' rest"], SILENT, {})
+    assert (result.exit_status, result.stdout) == (0, b"rest\n")
