@@ -216,7 +216,23 @@ class SkippedFile:
     why: str
 
     def describe(self) -> str:
-        return f"{self.path}: {self.why}"
+        """The path, with the distribution whose metadata it is (``idna 3.21's RECORD``) when it
+        lies in a ``.dist-info`` or ``.egg-info`` folder, and why it was not read."""
+        owner = metadata_owner(self.path)
+        return f"{self.path}" + (f" ({owner[0]} {owner[1]}'s {owner[2]})" if owner else "") + f": {self.why}"
+
+
+def metadata_owner(path: str) -> tuple[str, str, str] | None:
+    """(name, version, file) of the distribution whose metadata folder holds ``path``
+    (``.../idna-3.21.dist-info/RECORD``: idna, 3.21, RECORD); None for any other path."""
+    parts = path.split("/")
+    for at in range(len(parts) - 2, -1, -1):
+        folder = parts[at]
+        for suffix in (".dist-info", ".egg-info"):
+            if folder.endswith(suffix) and len(folder) > len(suffix):
+                name, _, version = folder[: -len(suffix)].partition("-")
+                return name, version.partition("-")[0], "/".join(parts[at + 1:])
+    return None
 
 
 #: Skipped files kept from one answer, and the characters kept of each text in one.

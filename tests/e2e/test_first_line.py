@@ -187,3 +187,49 @@ def test_every_transport_refuses_other_output_at_once_and_passes_the_line_throug
     assert time.monotonic() - started < 10
     result = transport_run(kind, sshd, ["sh", "-c", "printf '%s\\n' '{\"hello\": 1}' rest"], SILENT, {})
     assert (result.exit_status, result.stdout) == (0, b"rest\n")
+
+
+@pytest.fixture(scope="module")
+def fifo_fleet(venv_factory, tmp_path_factory) -> Path:
+    """ct200: a venv where idna's RECORD and charset-normalizer's METADATA are FIFOs (any user
+    can make one in a venv they own); b300: a healthy venv. Their inventory's folder."""
+    planted = venv_factory("fifo metadata", ["requests"])
+    site = next((planted / "lib").glob("python3*/site-packages"))
+    for name in ("idna-*.dist-info/RECORD", "charset_normalizer-*.dist-info/METADATA"):
+        path = next(site.glob(name))
+        path.unlink()
+        os.mkfifo(path)
+    root = tmp_path_factory.mktemp("fifo fleet")
+    return inventory(root, {"ct200": planted, "b300": venv_factory("healthy beside fifo")})
+
+
+def test_a_fifo_record_or_metadata_is_named_with_its_distribution_and_the_run_finishes(run_cli, sshd, fifo_fleet):
+    """audit names idna's FIFO RECORD and charset-normalizer's FIFO METADATA as those
+    distributions' files; every other distribution is audited, and so is the healthy host."""
+    started = time.monotonic()
+    res = run_cli("audit", "ct200", "b300", "--ssh-config", str(sshd.ssh_config), "--format", "json",
+                  cwd=fifo_fleet, timeout=300)
+    assert time.monotonic() - started < FIRST_LINE_SECONDS, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr and res.exit_status == 1, res.stderr[-2000:]
+    planted, healthy = json.loads(res.stdout)["hosts"]
+    # (a METADATA not read leaves the name its folder gives)
+    files = {(f["distribution"].replace("_", "-"), f["path"].rsplit("/", 1)[-1]): f for f in planted["files"]}
+    record, metadata = files[("idna", "RECORD")], files[("charset-normalizer", "METADATA")]
+    assert record["state"] == metadata["state"] == "modified"
+    assert record["reason"].startswith("unreadable: a FIFO, not a regular file"), record
+    assert metadata["reason"] == "unreadable: a FIFO, not a regular file", metadata
+    assert {d["name"]: d["record"] for d in planted["distributions"]}["requests"] == "ok"
+    assert healthy["host"] == "b300" and healthy["ok"] and not healthy.get("problem"), healthy
+    text = run_cli("audit", "ct200", "--ssh-config", str(sshd.ssh_config), cwd=fifo_fleet, timeout=300).stdout
+    assert "idna-" in text and "RECORD  unreadable: a FIFO" in text, text[-3000:]
+
+
+def test_check_names_the_fifo_records_distribution(run_cli, sshd, fifo_fleet):
+    """check finishes; host.probe names the file not read and whose RECORD it is."""
+    res = run_cli("check", "ct200", "--ssh-config", str(sshd.ssh_config), "--format", "json", cwd=fifo_fleet,
+                  timeout=300)
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+    results = results_by_id(json.loads(res.stdout)["hosts"][0])
+    assert results["host.probe"]["status"] == "warn", results["host.probe"]
+    assert "'s RECORD): a FIFO, not a regular file" in results["host.probe"]["message"], results["host.probe"]
+    assert results["python.venv"]["status"] == "pass"
