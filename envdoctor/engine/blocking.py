@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envdoctor.errors import CommandTimeout, TransportError
-from envdoctor.transport.first_line import FirstLine, FirstLineWatch
+from envdoctor.transport.first_line import FirstLine, FirstLineWatch, GuardNote
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, BoundedSink, CommandResult, OutputSink, Transport
 
 if TYPE_CHECKING:
@@ -128,8 +128,12 @@ class BlockingLocalTransport(Transport):
             raise TransportError(f"cannot run {argv[0]} locally: {exc}") from exc
         out, err = BoundedSink(MAX_OUTPUT_BYTES), BoundedSink(MAX_OUTPUT_BYTES)
         watch = FirstLineWatch(first_line, out, time.monotonic(), timeout)
+        errors = GuardNote(err) if first_line else None
         try:
-            _exchange(proc, stdin, None if limit is None else time.monotonic() + limit, hold_stdin, watch, err)
+            _exchange(proc, stdin, None if limit is None else time.monotonic() + limit, hold_stdin, watch,
+                      errors or err)
+            if errors:
+                errors.close()
         except subprocess.TimeoutExpired:
             _stop(proc)
             if watch.overdue(time.monotonic()):

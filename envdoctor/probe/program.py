@@ -94,10 +94,10 @@ import json,sys,os,zlib,marshal
 from hashlib import sha256 as H
 i=sys.stdin.buffer
 r=json.loads(i.readline().decode())
-print('{{"envdoctor_probe": 1}}',flush=True)
-g=int(os.environ.pop('ENVDOCTOR_GUARD','') or 0)
-if g>0:
- try:os.kill(g,15)
+print(json.dumps({{"envdoctor_probe":1}}),flush=True)
+g=os.environ.pop("ENVDOCTOR_GUARD","")
+if g.isdigit()and int(g)>0:
+ try:os.kill(int(g),15)
  except Exception:pass
 h=r['program'];n=r.get('size',0);k=r.get('code')
 d=os.path.join(os.path.expanduser('~'),'.cache','envdoctor')

@@ -16,7 +16,10 @@ output.
 On the host, :data:`GUARD_SH` (run by ``sh`` before the interpreter starts) ends the command's
 whole process group at the same bound unless the program cancels it, so what an interpreter
 that never ran envdoctor's program started is gone too, even where the controller cannot
-signal it (OpenSSH refuses signals to a root login's session) or has gone away.
+signal it (OpenSSH refuses signals to a root login's session) or has gone away. The guard
+announces its pid on stderr (:class:`GuardNote` takes that line out of the command's stderr),
+so a transport that cannot signal the command's group asks the guard to end it at once
+(:func:`stop_guard_command`: SIGUSR1).
 """
 
 from __future__ import annotations
@@ -42,16 +45,14 @@ SHOWN_BYTES = 200
 #: interpreter once sh has exec'd it) lives, waits SECONDS and then SIGKILLs the process group
 #: (the session sshd or the local transport made for the command), unless SIGTERM (sent by the
 #: program once it printed its first line, to the pid in ENVDOCTOR_GUARD) ends it and its sleep
-#: first. Its output goes to /dev/null, so it never holds the command's pipes open.
-GUARD_SH = r"""envdoctor_guard() {
-  (trap 'kill $s 2>/dev/null; exit 0' TERM
-   n=$1
-   while [ "$n" -gt 0 ] && kill -0 $$ 2>/dev/null; do sleep 1 & s=$!; wait $s; n=$((n - 1)); done
-   [ "$n" -gt 0 ] || kill -KILL 0) </dev/null >/dev/null 2>&1 &
-  ENVDOCTOR_GUARD=$!
-  export ENVDOCTOR_GUARD
-}
-"""
+#: first; SIGUSR1 makes it end the group at once. Its output goes to /dev/null, so it never
+#: holds the command's pipes open; the shell prints its pid on stderr (GUARD_NOTE).
+GUARD_SH = ("envdoctor_guard(){ (x(){ kill $s;exit 0;};y(){ kill -KILL 0;};trap x TERM;trap y USR1;n=$1;"
+            "while [ $n -gt 0 ]&&kill -0 $$;do sleep 1& s=$!;wait $s;n=$((n-1));done;"
+            "[ $n -gt 0 ]||y)</dev/null >/dev/null 2>&1& ENVDOCTOR_GUARD=$!;export ENVDOCTOR_GUARD;"
+            "echo envdoctor-guard $ENVDOCTOR_GUARD >&2;}\n")
+#: The line the guard's shell prints on stderr, before the pid.
+GUARD_NOTE = b"envdoctor-guard "
 #: Seconds the host-side guard waits beyond the controller's bound: the controller, which
 #: can say what it received, is the first to give up.
 GUARD_MARGIN = 2
@@ -169,6 +170,50 @@ class FirstLineWatch:
         return ProtocolError(f"{said}; stopped on {host}",
                              hint="that interpreter does not run envdoctor's program: check it by hand "
                                   "(`PYTHON -I -S -c 'print(1)'` on the host) or choose another with --venv")
+
+
+class GuardNote:
+    """An OutputSink in front of a command's stderr sink: it takes out the guard's line
+    (``envdoctor-guard PID``, after whatever a login shell's rc files printed) and keeps the
+    pid; the rest passes on. Call ``close`` at the stream's end."""
+
+    #: Bytes held back while looking for the line (it comes before the interpreter runs).
+    LOOK_BYTES = 4096
+
+    def __init__(self, sink: OutputSink) -> None:
+        self.sink = sink
+        self.held: bytes | None = b""  # None once found (or given up on)
+        self.pid = 0
+
+    def __call__(self, chunk: bytes) -> None:
+        if self.held is None:
+            self.sink(chunk)
+            return
+        self.held += chunk
+        while self.held is not None and b"\n" in self.held:
+            line, _, rest = self.held.partition(b"\n")
+            number = line[len(GUARD_NOTE):]
+            if line.startswith(GUARD_NOTE) and number.isdigit() and len(number) < 12:
+                self.pid, self.held = int(number), None
+                if rest:
+                    self.sink(rest)
+                return
+            self.sink(line + b"\n")
+            self.held = rest
+        if self.held is not None and len(self.held) > self.LOOK_BYTES:
+            self.close()
+
+    def close(self) -> None:
+        if self.held:
+            self.sink(self.held)
+        self.held = None
+
+
+def stop_guard_command(pid: int) -> str:
+    """A shell command that has the guard ``pid`` end its command's process group now: only if
+    that process is still a guard (its command line holds the guard's function), never another
+    process that took the pid since."""
+    return f"grep -q envdoctor_guard /proc/{pid}/cmdline 2>/dev/null && kill -USR1 {pid}"
 
 
 def _shown(data: bytes) -> str:

@@ -8,7 +8,7 @@ import signal
 from collections.abc import Mapping, Sequence
 
 from envdoctor.errors import CommandTimeout, TransportError
-from envdoctor.transport.first_line import FirstLine, FirstLineWatch
+from envdoctor.transport.first_line import FirstLine, FirstLineWatch, GuardNote
 from envdoctor.transport.interface import MAX_OUTPUT_BYTES, BoundedSink, CommandResult, OutputSink, Transport
 
 async def read_bounded(stream: asyncio.StreamReader | None, limit: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
@@ -64,6 +64,7 @@ class LocalTransport(Transport):
         loop = asyncio.get_running_loop()
         out, err = BoundedSink(), BoundedSink()
         watch = FirstLineWatch(first_line, out, loop.time(), timeout)
+        errors: OutputSink = GuardNote(err) if first_line else err
 
         async def communicate() -> CommandResult:
             async def feed() -> None:
@@ -78,7 +79,9 @@ class LocalTransport(Transport):
                     if not hold_stdin:
                         proc.stdin.close()
 
-            await asyncio.gather(feed(), pump(proc.stdout, watch), pump(proc.stderr, err))
+            await asyncio.gather(feed(), pump(proc.stdout, watch), pump(proc.stderr, errors))
+            if isinstance(errors, GuardNote):
+                errors.close()
             status = await proc.wait()
             if proc.stdin is not None:
                 proc.stdin.close()  # (held open until now: see Transport.run)

@@ -35,7 +35,7 @@ from envdoctor.errors import (
 from envdoctor.logsafe import get_logger
 from envdoctor.transport import algorithms, ciphers, host_key_refusal, known_hosts, revoked_keys
 from envdoctor.transport.dial import dial, system_words
-from envdoctor.transport.first_line import FirstLine, FirstLineWatch
+from envdoctor.transport.first_line import FirstLine, FirstLineWatch, GuardNote, stop_guard_command
 from envdoctor.transport.interface import (
     MAX_OUTPUT_BYTES,
     BoundedSink,
@@ -317,6 +317,7 @@ class SSHTransport(Transport):
         out, err = BoundedSink(), BoundedSink()
         watch = FirstLineWatch(first_line, out, asyncio.get_running_loop().time(), timeout)
         after_mark = _AfterBeginMark(watch)  # (the first line is the command's, after the mark)
+        guard = GuardNote(err) if first_line else None
 
         async def read_stdout() -> None:
             await pump(proc.stdout, after_mark)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
@@ -330,9 +331,12 @@ class SSHTransport(Transport):
                     proc.stdin.write(stdin)  # buffered by the channel, sent as the window allows
                 if not hold_stdin:
                     proc.stdin.write_eof()
-                await asyncio.gather(read_stdout(), pump(proc.stderr, err))  # type: ignore[arg-type]  # (as above)
+                await asyncio.gather(read_stdout(), pump(proc.stderr, guard or err))  # type: ignore[arg-type]  # (as above)
+                if guard:
+                    guard.close()
                 completed = await proc.wait()
             if watch.broken:
+                await self._stop_guarded(guard)
                 raise watch.error(self.name, err.value()[0], timeout)
             status = completed.exit_status
             if status is None:  # killed by a signal on the host
@@ -341,8 +345,9 @@ class SSHTransport(Transport):
             return CommandResult(tuple(argv), status, stdout, stderr, out_cut or err_cut)
         except (TimeoutError, asyncio.TimeoutError):
             if watch.waiting or watch.refused:
-                # Not envdoctor's program: nothing of it to let end on its own (see first_line.GUARD_SH).
+                # Not envdoctor's program: nothing of it to let end on its own.
                 _stop(proc, "KILL")
+                await self._stop_guarded(guard)
                 raise watch.error(self.name, err.value()[0], timeout) from None
             _stop(proc)
             raise CommandTimeout(
@@ -353,6 +358,19 @@ class SSHTransport(Transport):
         except BaseException:
             _stop(proc)  # Ctrl-C, a fleet deadline: the command must not outlive us
             raise
+
+    async def _stop_guarded(self, guard: GuardNote | None) -> None:
+        """Have the host-side guard of a command that is not envdoctor's program end its process
+        group now (sshd refuses a root login's signal: see _stop); at worst it does so at its
+        bound (transport/first_line.py)."""
+        if guard is None or not guard.pid or self._conn is None:
+            return
+        try:
+            async with asyncio.timeout(GUARD_STOP_SECONDS):
+                await self._conn.run(_command_line(["sh", "-c", stop_guard_command(guard.pid)], None),
+                                     stdin=asyncssh.DEVNULL)
+        except (asyncssh.Error, OSError, TimeoutError):
+            pass
 
     async def stream(
         self,
@@ -392,6 +410,10 @@ class SSHTransport(Transport):
         return completed.exit_status
 
 
+#: Seconds envdoctor gives the command that has a host-side guard end its group.
+GUARD_STOP_SECONDS = 5.0
+
+
 def _stop(proc: asyncssh.SSHClientProcess[bytes], signal_name: str = "INT") -> None:
     """Stop a command envdoctor gives up on: SIGINT to its process group over the channel, as
     a Ctrl-C on the host would (RFC 4254's "signal" request: OpenSSH 9.2 refuses it for a
@@ -399,7 +421,8 @@ def _stop(proc: asyncssh.SSHClientProcess[bytes], signal_name: str = "INT") -> N
     try), then the channel closed. Closing is what always works: sshd closes the command's
     stdin, and the command's watchdog (probe/host/guard.py, probe/host/command_watch.py) ends it and all
     it started. An interpreter that never ran envdoctor's program (``signal_name`` KILL: no
-    watchdog there) is ended by the host-side guard of transport/first_line.py instead."""
+    watchdog there) is ended by the host-side guard of transport/first_line.py instead, at
+    once when asked (SSHTransport._stop_guarded), at its bound at the latest."""
     try:
         proc.send_signal(signal_name)
     except (asyncssh.Error, OSError, ValueError):

@@ -3,12 +3,22 @@ byte, and the deadline a transport enforces while it is awaited."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from envdoctor.errors import ProtocolError
 from envdoctor.probe.host import command_watch
 from envdoctor.probe.program import _BOOTSTRAP, PROBE_HELLO, _asks_for_program, _reported_code, parse_lines
-from envdoctor.transport.first_line import FIRST_LINE_SECONDS, GUARD_MARGIN, SHOWN_BYTES, FirstLine, FirstLineWatch
+from envdoctor.transport.first_line import (
+    FIRST_LINE_SECONDS,
+    GUARD_MARGIN,
+    SHOWN_BYTES,
+    FirstLine,
+    FirstLineWatch,
+    GuardNote,
+    stop_guard_command,
+)
 from envdoctor.transport.watched import WATCH_HELLO
 
 pytestmark = pytest.mark.unit
@@ -107,7 +117,8 @@ def test_the_host_guard_waits_past_the_controllers_bound():
 
 def test_the_host_programs_print_the_lines_the_controller_expects():
     """The bootstrap prints PROBE_HELLO, the command watch WATCH_HELLO."""
-    assert "print('%s',flush=True)" % PROBE_HELLO.decode() in _BOOTSTRAP
+    assert 'print(json.dumps({"envdoctor_probe":1}),flush=True)' in _BOOTSTRAP
+    assert json.dumps({"envdoctor_probe": 1}).encode() == PROBE_HELLO
     assert command_watch.WATCH_HELLO == WATCH_HELLO + b"\n"
 
 
@@ -121,3 +132,31 @@ def test_the_probes_other_first_lines_are_read_past_its_hello():
     assert _reported_code(kept) == digest == _reported_code(kept[1:])
     output = parse_lines([PROBE_HELLO, b'{"section": "host", "data": {}}', b'{"done": true}'])
     assert output.sections == {"host": {}} and output.complete
+
+
+def test_the_guards_note_is_taken_out_of_stderr_after_a_login_shells_output():
+    """rc-file lines before it pass on; the note gives the pid; what follows passes on, in any chunks."""
+    kept: list[bytes] = []
+    note = GuardNote(kept.append)
+    for chunk in (b"module load cuda\nenvdoctor-gu", b"ard 4242\nTrace", b"back\n"):
+        note(chunk)
+    note.close()
+    assert note.pid == 4242 and b"".join(kept) == b"module load cuda\nTraceback\n"
+
+
+def test_stderr_without_the_note_is_passed_on_whole():
+    """A command the guard did not start (or a note that is not one) loses nothing."""
+    kept: list[bytes] = []
+    note = GuardNote(kept.append)
+    note(b"envdoctor-guard x\npartial")
+    note.close()
+    assert note.pid == 0 and b"".join(kept) == b"envdoctor-guard x\npartial"
+    big: list[bytes] = []
+    flood = GuardNote(big.append)
+    flood(b"x" * (GuardNote.LOOK_BYTES + 1))
+    flood(b"y")
+    assert b"".join(big) == b"x" * (GuardNote.LOOK_BYTES + 1) + b"y"
+
+
+def test_the_guard_is_asked_to_stop_only_while_its_pid_is_still_a_guard():
+    assert stop_guard_command(4242) == "grep -q envdoctor_guard /proc/4242/cmdline 2>/dev/null && kill -USR1 4242"
