@@ -71,7 +71,7 @@ def judge_one(ctx: CheckContext, data: dict, model: ModelFacts, staged: dict[str
                "cache": data.get("cache")}
     sentences = [answers[e].sentence() for e in ENGINES if e in answers]
     if staged:
-        blocking = [answers[e] for e in sorted(staged) if e in answers and not answers[e].supported]
+        blocking = [answers[e] for e in sorted(staged) if e in answers and not answers[e].ready]
         missing = [e for e in sorted(staged) if e not in answers]
         if missing:
             return failed(f"a stage runs {', '.join(missing)}, which the environment does not have; "
@@ -79,14 +79,14 @@ def judge_one(ctx: CheckContext, data: dict, model: ModelFacts, staged: dict[str
         if blocking:
             return failed("; ".join(a.sentence() for a in blocking), remedy=remedy_for(blocking), **details)
         return passed("; ".join(sentences), **details)
-    usable = [a for a in answers.values() if a.supported]
+    usable = [a for a in answers.values() if a.ready]
     could = [a for a in answers.values() if a.needs_consent]
     if not usable and not could:
         return failed("no installed engine loads it: " + "; ".join(sentences),
                       remedy=remedy_for(list(answers.values())), **details)
     if len(usable) < len(answers):
         return warned("; ".join(sentences) + " (no stage on this host names the engine it runs)",
-                      remedy=remedy_for([a for a in answers.values() if not a.supported]), **details)
+                      remedy=remedy_for([a for a in answers.values() if not a.ready]), **details)
     return passed("; ".join(sentences), **details)
 
 

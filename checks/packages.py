@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from envdoctor.engine.facts import Distribution, Environment, canonicalize_name
 from envdoctor.engine.graph import CheckContext, check
 from envdoctor.engine.results import CheckResult, Remedy, failed, passed, skipped
+from envdoctor.transport.interface import shell_join
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -81,11 +82,13 @@ def unmet_requirements(
 
 
 def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic: bool = True, by_hand: str = "",
-                   unlocked_by: str = "") -> Remedy:
+                   unlocked_by: str = "", plan_first: bool = False) -> Remedy:
     """``<python> -m pip install REQS`` with the job's absolute interpreter. fix runs it only into
     an interpreter the user chose, and only after pip's own plan shows it breaks nothing
     (envdoctor.install.pip_remedy); ``by_hand`` says why it is only shown, ``unlocked_by``
-    which options would let fix run it (``--venv PATH`` is added when no venv was chosen)."""
+    which options would let fix run it (``--venv PATH`` is added when no venv was chosen).
+    ``plan_first``: a command only shown is not shown before pip's plan for it is judged (fix
+    does that, check runs no pip): the remedy names ``envdoctor fix HOST --dry-run`` instead."""
     reqs = list(dict.fromkeys(requirements))
     env = target_env(ctx)
     if env is not None and env.externally_managed:
@@ -98,18 +101,34 @@ def install_remedy(ctx: CheckContext, requirements: Iterable[str], *, automatic:
     if by_hand:
         summary += f" (shown only: {by_hand})"
         automatic = False
-    payload = {}
-    if env is not None:
-        from envdoctor.install.pip_plan import (
-            plan_from_distributions,  # (only when there is a remedy)
-        )
-        from envdoctor.install.pip_remedy import install_payload
-
-        pip = env.installed.get("pip")
-        payload = install_payload(env.prefix, pip.version if pip else None,
-                                  plan_from_distributions(env.installed.values()), dict(env.markers))
+    payload = environment_payload(env) if env is not None else {}
+    if plan_first and not automatic and payload:
+        return plan_first_remedy(ctx, payload, argv, summary, unlocked_by)
     return Remedy(summary=summary, argv=argv, automatic=automatic, payload=payload,
                   unlocked_by=unlocked_by if not automatic else "")
+
+
+def plan_first_remedy(ctx: CheckContext, payload: dict[str, Any], argv: tuple[str, ...], summary: str,
+                      unlocked_by: str = "") -> Remedy:
+    """A pip command shown for a person to type only once pip's plan for it is judged (fix asks
+    pip; check runs no pip, so it names ``envdoctor fix HOST --dry-run``): see
+    envdoctor.install.pip_remedy.judge_shown_install. ``payload`` is install_payload's."""
+    from envdoctor.install.pip_remedy import plan_first_payload
+
+    dry_run = shell_join(("envdoctor", "fix", ctx.spec.name, "--dry-run"))
+    return Remedy(summary=f"{summary}: `{dry_run}` asks pip for its plan and shows the command "
+                          "if that plan breaks nothing installed",
+                  automatic=False, payload=plan_first_payload(payload, argv, summary), unlocked_by=unlocked_by)
+
+
+def environment_payload(env: Environment) -> dict[str, Any]:
+    """What fix needs to judge pip's plan of an install into ``env`` (Remedy.payload)."""
+    from envdoctor.install.pip_plan import plan_from_distributions  # (only when there is a remedy)
+    from envdoctor.install.pip_remedy import install_payload
+
+    pip = env.installed.get("pip")
+    return install_payload(env.prefix, pip.version if pip else None,
+                           plan_from_distributions(env.installed.values()), dict(env.markers))
 
 
 def externally_managed_remedy(ctx: CheckContext, env: Environment, requirements: Iterable[str]) -> Remedy:
@@ -185,8 +204,25 @@ def consistent(ctx: CheckContext) -> CheckResult:
     # lets pip re-resolve versions other packages rely on. Name it with --require to have
     # fix install it.
     wanted = sorted(wanted_requirements(found.missing + found.conflicts + found.extras))
-    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
+    remedy, unsafe = consistency_remedy(ctx, env, wanted)
+    message = "\n".join([message, *unsafe])
     return failed(message, remedy=remedy, missing=sorted({u.name for u in found.missing}), **details)
+
+
+def consistency_remedy(ctx: CheckContext, env: Environment, wanted: list[str]) -> tuple[Remedy | None, list[str]]:
+    """The by-hand install of ``wanted``, less what provably breaks an installed requirement
+    (each of those a "no safe remedy" line instead: a remedy shown to type is held to what
+    fix would run). What is left is shown as a command only after pip's plan for it (fix)."""
+    from envdoctor.install.consistency import breaking_requirements
+
+    if not wanted:  # (parse errors, duplicate folders: nothing an install would mend)
+        return None, []
+    breaking = breaking_requirements(env, wanted)
+    lines = [f"no safe remedy: {reason}" for reason in breaking.values()]
+    safe = [w for w in wanted if w not in breaking]
+    if not safe:
+        return None, lines
+    return install_remedy(ctx, safe, automatic=False, unlocked_by=require_flags(safe), plan_first=True), lines
 
 
 def require_flags(requirements: Iterable[str]) -> str:
@@ -219,6 +255,6 @@ def system_consistency(ctx: CheckContext, env: Environment, found: Consistency,
         asked = ", ".join(sorted({need.split(";")[0].strip() for need in needs})) or "nothing named"
         return passed("\n".join([f"what the job needs ({asked}) has no broken requirement", *notes]), **details)
     wanted = sorted(wanted_requirements(judged.missing + judged.conflicts + judged.extras))
-    remedy = install_remedy(ctx, wanted, automatic=False, unlocked_by=require_flags(wanted)) if wanted else None
-    message = "\n".join([*summary_lines(judged, len(env.installed)), *notes])
+    remedy, unsafe = consistency_remedy(ctx, env, wanted)
+    message = "\n".join([*summary_lines(judged, len(env.installed)), *unsafe, *notes])
     return failed(message, remedy=remedy, missing=sorted({u.name for u in judged.missing}), **details)

@@ -26,6 +26,7 @@ from envdoctor.patching.engine import (
     PatchPlan,
     TransformMismatch,
     UndeclaredChange,
+    DeferredChanges,
     changes_remedy,
     load_patches,
     patch_remedy,
@@ -133,32 +134,52 @@ def trust_remote_code_remedy(
             sites.setdefault((canonicalize_name(gap.distribution), gap.site.path), set()).add(
                 (gap.site.line, gap.site.column, gap.site.callee))
     covered = _covered(env, load_patches(ctx.spec.patches).patches)
-    changes = []
-    for item in items:
-        key = (canonicalize_name(str(item.get("distribution", ""))), str(item.get("path", "")))
-        if key not in sites or key in covered:
-            continue
-        data = base64.b64decode(str(item["data"]))
-        patch = trust_remote_code.for_file(str(item["distribution"]), str(item.get("version", "")), key[1],
-                                           sites[key], (exports or {}).get(key[0]))
-        try:
-            new = transform_source(patch, data, key[1])
-        except TransformMismatch:
-            continue
-        except UndeclaredChange as exc:
-            if refused is not None:
-                refused.append(exc)
-            continue
-        if new is None:
-            continue
-        site = str(item.get("site", ""))
-        changes.append(FileChange(patch.id, os.path.join(site, key[1]), key[1], patch.distribution,
-                                  str(item.get("version", "")), sha256_hex(data), sha256_hex(new), new,
-                                  unified_diff(key[1], data, new), record_site=site))
-    if not changes:
+    files = [item for item in items
+             if _item_key(item) in sites and _item_key(item) not in covered]
+    if not files:
         return None
-    remedy = changes_remedy(trust_remote_code.PATCH_ID, changes, env, automatic=ctx.spec.trust_remote_code)
+
+    def changes() -> list[FileChange]:
+        # libcst on each whole file (vllm's are thousands of lines): seconds of the controller's
+        # CPU, worth paying only when fix applies or shows the patch, never for a `check`.
+        made = []
+        for item in files:
+            change = _file_change(item, sites[_item_key(item)], exports, refused)
+            if change is not None:
+                made.append(change)
+        return made
+
+    remedy = changes_remedy(trust_remote_code.PATCH_ID, DeferredChanges(changes), env,
+                            automatic=ctx.spec.trust_remote_code,
+                            files=[str(item.get("path", "")) for item in files])
     return remedy if remedy.automatic else replace(remedy, unlocked_by="--trust-remote-code")
+
+
+def _item_key(item: Mapping[str, Any]) -> tuple[str, str]:
+    return canonicalize_name(str(item.get("distribution", ""))), str(item.get("path", ""))
+
+
+def _file_change(item: Mapping[str, Any], calls: set[tuple[int, int, str]], exports: Mapping[str, Any] | None,
+                 refused: list[UndeclaredChange] | None) -> FileChange | None:
+    """The generic patch of one shipped file at these calls, proven; None when it does not apply."""
+    key = _item_key(item)
+    data = base64.b64decode(str(item["data"]))
+    patch = trust_remote_code.for_file(str(item["distribution"]), str(item.get("version", "")), key[1],
+                                       calls, (exports or {}).get(key[0]))
+    try:
+        new = transform_source(patch, data, key[1])
+    except TransformMismatch:
+        return None
+    except UndeclaredChange as exc:
+        if refused is not None:
+            refused.append(exc)
+        return None
+    if new is None:
+        return None
+    site = str(item.get("site", ""))
+    return FileChange(patch.id, os.path.join(site, key[1]), key[1], patch.distribution,
+                      str(item.get("version", "")), sha256_hex(data), sha256_hex(new), new,
+                      unified_diff(key[1], data, new), record_site=site)
 
 
 def patch_checks(patches: Iterable[Patch]) -> list[Check]:

@@ -93,16 +93,22 @@ def scan_items(
 
 @functools.lru_cache(maxsize=4096)
 def _scan_cached(data: bytes, path: str, exports: ExportTable | None) -> tuple[tuple[Site, ...], ScanError | None]:
-    # A fleet runs the same library on many hosts, and fix evaluates twice: parse each file once.
+    # A fleet runs the same library on many hosts, and fix evaluates twice: parse each file once,
+    # and once across runs (envdoctor/scan/site_cache.py).
     from envdoctor.scan.scanner import package_of_relative_path, scan_source
+    from envdoctor.scan.site_cache import cached_scan
 
-    found, error = scan_source(data, path, package=package_of_relative_path(path), exports=exports)
-    return tuple(found), error
+    def scan(text: bytes, where: str, table: ExportTable | None) -> tuple[list[Site], ScanError | None]:
+        return scan_source(text, where, package=package_of_relative_path(where), exports=table)
+
+    return cached_scan(data, path, exports, scan)
 
 
 @functools.lru_cache(maxsize=4096)
 def _exports_cached(data: bytes, module: str, package: str | None) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(exports_of_source(data, module, package).items()))
+    from envdoctor.scan.site_cache import cached_exports
+
+    return tuple(sorted(cached_exports(data, module, package, exports_of_source).items()))
 
 
 def scan_names_not_installed(results_per_host: Iterable[Iterable[CheckResult]]) -> list[str]:

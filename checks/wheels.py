@@ -8,7 +8,8 @@ pip would when choosing a wheel (and as ``uv pip check`` reports).
 
 from __future__ import annotations
 
-from envdoctor.checks._common import target_python
+from envdoctor.checks._common import target_env, target_python
+from envdoctor.checks.packages import environment_payload, plan_first_remedy
 from envdoctor.engine.graph import CheckContext, check
 from envdoctor.engine.results import CheckResult, Remedy, errored, failed, passed, skipped
 
@@ -46,10 +47,14 @@ def wheel_tags(ctx: CheckContext) -> CheckResult:
     shown = [m.sentence() for m in verdict.mismatches[:SHOWN]]
     more = f" (and {len(verdict.mismatches) - SHOWN} more)" if len(verdict.mismatches) > SHOWN else ""
     pins = [f"{m.name}=={m.version}" for m in verdict.mismatches if m.kind == "tag" and m.version]
-    remedy = Remedy(
-        summary="reinstall them with the environment's own pip, which picks a wheel that fits"
-                + ("" if pins else "; for Requires-Python, install a version that admits this Python"),
-        argv=(target_python(ctx), "-m", "pip", "install", "--force-reinstall", "--no-deps",
-              *ctx.settings.pip_args(), *pins) if pins else (),
-        automatic=False)  # a reinstall may pull another version than the one the job was tested with
+    summary = ("reinstall them with the environment's own pip, which picks a wheel that fits"
+               + ("" if pins else "; for Requires-Python, install a version that admits this Python"))
+    # Never run by fix (a reinstall may pull another build than the one the job was tested
+    # with); shown as a command only once pip's plan for it breaks nothing installed.
+    remedy = Remedy(summary=summary, automatic=False)
+    env = target_env(ctx)
+    if pins and env is not None:
+        argv = (target_python(ctx), "-m", "pip", "install", "--force-reinstall", "--no-deps",
+                *ctx.settings.pip_args(), *pins)
+        remedy = plan_first_remedy(ctx, environment_payload(env), argv, summary)
     return failed("; ".join(shown) + more, remedy=remedy, **details)

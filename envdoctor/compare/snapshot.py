@@ -30,8 +30,32 @@ RELEVANT_PARTS = ("torch", "numpy", "mypy", "flake8", "triton", "optree", "onnx"
                   "nvidia", "pynvml", "flashinfer", "helion")
 
 
+#: The patterns torch's ``collect_env`` keeps ``pip list --format=freeze`` lines by (PIP_PATTERNS,
+#: COMMON_PATTERNS, NVIDIA_PATTERNS and ONEAPI_PATTERNS of ``torch/utils/collect_env.py``, torch
+#: 2.14): a line is kept when one occurs anywhere in it, name or version, case and all.
+COLLECT_ENV_PATTERNS = (
+    "mypy", "flake8", "onnx", "torch", "numpy", "triton", "optree", "cuda-cudart", "cuda-cupti", "cuda-libraries",
+    "cuda-opencl", "cuda-nvrtc", "cuda-runtime", "cublas", "cudnn", "cufft", "curand", "cusolver", "cusparse", "nccl",
+    "nvjitlink", "nvtx", "dpcpp-cpp-rt", "intel-cmplr-lib-rt", "intel-cmplr-lib-ur", "intel-cmplr-lic-rt",
+    "intel-opencl-rt", "intel-sycl-rt", "mkl", "onemkl-sycl-blas", "onemkl-sycl-dft", "onemkl-sycl-lapack",
+    "onemkl-sycl-rng", "onemkl-sycl-sparse", "intel-openmp", "tbb", "impi-rt", "impi-devel", "oneccl", "oneccl-devel",
+    "intel-pti", "umf", "tcmlib",
+)
+
+
 def relevant(key: str) -> bool:
     return key in RELEVANT_NAMES or any(part in key for part in RELEVANT_PARTS)
+
+
+def pip_line(name: str, version: str) -> str:
+    """A distribution as ``pip list --format=freeze`` prints it: its metadata's name, ``==``, its version."""
+    return f"{name}=={version}"
+
+
+def in_collect_env(name: str, version: str) -> bool:
+    """Whether collect_env lists the distribution among its ``[pip3]`` lines."""
+    line = pip_line(name, version)
+    return any(pattern in line for pattern in COLLECT_ENV_PATTERNS)
 
 
 def snapshot_document(spec: HostSpec, facts: HostFacts, results: Sequence[CheckResult]) -> dict[str, Any]:
@@ -48,6 +72,7 @@ def snapshot_document(spec: HostSpec, facts: HostFacts, results: Sequence[CheckR
         "packages": _packages(env),
         **_gpu(facts, env),
         "cuda_toolkit": system.get("cuda_toolkit"),
+        "cuda_runtime_version": _cuda_runtime(system.get("cuda_toolkit")),
         "environment_variables": (system.get("environment") or {}).get("vars") or {},
         "masked_variables": (system.get("environment") or {}).get("masked") or [],
         "patches": _patches(facts.section("patch-ledger")),
@@ -86,9 +111,20 @@ def _python(python: Any, env: Environment | None) -> dict[str, Any]:
 
 
 def _packages(env: Environment | None) -> dict[str, str]:
+    """The relevant packages: SGLang's and the issue templates' names, and every line collect_env
+    prints under ``[pip3]`` (``nvtx``, ``nvidia-cublas``, ``mkl``...)."""
     if env is None:
         return {}
-    return {d.name: d.version for key, d in sorted(env.installed.items()) if relevant(key)}
+    return {d.name: d.version for key, d in sorted(env.installed.items())
+            if relevant(key) or in_collect_env(d.name, d.version)}
+
+
+def _cuda_runtime(toolkit: Any) -> str | None:
+    """collect_env's "CUDA runtime version": what the nvcc on PATH prints for `nvcc --version`."""
+    if not isinstance(toolkit, Mapping) or not isinstance(toolkit.get("nvcc_on_path"), Mapping):
+        return None
+    version = toolkit["nvcc_on_path"].get("version")
+    return str(version) if version else None
 
 
 def _gpu(facts: HostFacts, env: Environment | None) -> dict[str, Any]:

@@ -173,6 +173,8 @@ class ProgramOnPath:
     #: links change them ("" otherwise, or from an older probe): see host_paths.py.
     real_dir: str = ""
     interpreter_real_dir: str = ""
+    #: For uv: where it was found ("PATH", or its installer's "~/.local/bin", "~/.cargo/bin").
+    found_in: str = ""
 
     @classmethod
     def from_probe(cls, raw: Mapping[str, Any] | None) -> ProgramOnPath | None:
@@ -181,7 +183,8 @@ class ProgramOnPath:
         via = raw.get("via") or ()
         return cls(str(raw["path"]), str(raw.get("realpath", raw["path"])), raw.get("interpreter"),
                    raw.get("resolved"), tuple(str(v) for v in via) if isinstance(via, list) else (), raw.get("error"),
-                   str(raw.get("real_dir", "")), str(raw.get("interpreter_real_dir", "")))
+                   str(raw.get("real_dir", "")), str(raw.get("interpreter_real_dir", "")),
+                   str(raw.get("found_in", "")))
 
     @property
     def runs(self) -> str:
@@ -209,6 +212,8 @@ class HostFacts:
     hostname: str = ""
     path_env: str = ""
     on_path: Mapping[str, ProgramOnPath | None] = field(default_factory=dict)
+    #: The uv an install into a venv without pip runs (on PATH, or where its installer puts it).
+    uv: ProgramOnPath | None = None
     gpus: tuple[str, ...] = ()
     gpu_error: str | None = None
     nvidia_smi: str | None = None
@@ -228,6 +233,7 @@ class HostFacts:
             hostname=str(host.get("hostname", "")),
             path_env=str(host.get("path_env", "")),
             on_path={k: ProgramOnPath.from_probe(v) for k, v in (host.get("on_path") or {}).items()},
+            uv=ProgramOnPath.from_probe(host.get("uv")),
             gpus=tuple(gpu.get("gpus") or ()),
             gpu_error=gpu.get("error"),
             nvidia_smi=gpu.get("nvidia_smi"),

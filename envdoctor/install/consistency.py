@@ -262,12 +262,7 @@ def _check_environment(env: Environment, env_key: tuple[tuple[str, str | None], 
             package_set[dist.key] = parsed
     markers = env.markers
     wants_of = {key: _wants(parsed, markers, env_key) for key, parsed in package_set.items()}
-    required_by: dict[str, set[str]] = {}  # name -> the distributions that require it (no extra)
-    asked: set[tuple[str, str]] = set()  # (name, extra) that an installed distribution requires
-    for key, wants in wants_of.items():
-        for name, req in wants.always:
-            required_by.setdefault(name, set()).add(key)
-            asked.update((name, canonicalize_name(extra)) for extra in req.extras)
+    graph = requirement_graph(wants_of)
     for key, parsed in package_set.items():
         who, who_version = key, str(parsed.version)
         wants = wants_of[key]
@@ -278,8 +273,63 @@ def _check_environment(env: Environment, env_key: tuple[tuple[str, str | None], 
             elif not _contains(req, have.version):
                 result.conflicts.append(Unmet(who, who_version, req, str(have.version)))
         if wants.by_extra:
-            result.extras += _extras_in_use(parsed, wants, package_set, required_by, asked)
+            result.extras += _extras_in_use(parsed, wants, package_set, graph)
     return result
+
+
+#: A node of the requirement graph: a distribution's own requirements (extra "") or one extra's.
+Node = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class RequirementGraph:
+    """Who requires what on this host: every installed distribution's requirements (markers
+    evaluated with ``extra`` empty), plus the requirements of every extra that something in
+    the graph asks for (``torch`` -> ``cuda-toolkit[cublas,...]``, ``vllm`` ->
+    ``humming-kernels[cu13]`` -> ``nvidia-cuda-nvcc``), transitively. An extra nobody asks
+    for adds nothing."""
+
+    #: name -> the nodes whose requirements name it.
+    required_by: Mapping[str, set[Node]]
+    #: (name, extra) pairs that a node of the graph asks for (installed or not).
+    asked: set[Node]
+    #: name -> every requirement of the graph that names it, with the node it comes from.
+    requirements: Mapping[str, list[tuple[Node, Requirement]]]
+
+
+def requirement_graph(wants_of: Mapping[str, _Wants]) -> RequirementGraph:
+    """The graph over ``wants_of`` (what each installed distribution requires on this host).
+    (Built for every environment checked: plain loops, the names already canonical in _Wants.)"""
+    required_by: dict[str, set[Node]] = {}
+    requirements: dict[str, list[tuple[Node, Requirement]]] = {}
+    asked: set[Node] = set()
+    stack: list[Node] = []
+
+    def add(node: Node, reqs: Sequence[tuple[str, Requirement]]) -> None:
+        for name, req in reqs:
+            nodes = required_by.get(name)
+            if nodes is None:
+                required_by[name] = {node}
+                requirements[name] = [(node, req)]
+            else:
+                nodes.add(node)
+                requirements[name].append((node, req))
+            if req.extras:
+                stack.extend((name, canonicalize_name(extra)) for extra in req.extras)
+
+    for key, wants in wants_of.items():
+        add((key, ""), wants.always)
+    while stack:
+        node = stack.pop()
+        if node in asked:
+            continue
+        asked.add(node)
+        wants = wants_of.get(node[0])
+        if wants is not None:
+            for extra, reqs in wants.by_extra:
+                if extra == node[1]:
+                    add(node, [(canonicalize_name(req.name), req) for req in reqs])
+    return RequirementGraph(required_by, asked, requirements)
 
 
 @dataclass(frozen=True)
@@ -337,28 +387,102 @@ def _contains(req: Requirement, version: Version) -> bool:
 
 
 def _extras_in_use(parsed: _Parsed, wants: _Wants, package_set: Mapping[str, _Parsed],
-                   required_by: Mapping[str, set[str]], asked: set[tuple[str, str]]) -> list[Unmet]:
+                   graph: RequirementGraph) -> list[Unmet]:
     """Extras in use (pip check ignores extras nobody asked for at install time), whose
-    version pins must hold too: one that an installed distribution requires (``X[extra]``),
-    or one whose every package is installed and one of them for no other reason (nothing
-    else installed requires it). An extra whose packages are all there for other
-    distributions shows no use: old setuptools' ``certs`` extra pins certifi==2016.9.26,
-    and the certifi that requests needs says nothing of it."""
+    version pins must hold too: one that the requirement graph asks for (``X[extra]``,
+    transitively), or one whose every package is installed and one of them for no other
+    reason (nothing in the graph requires it: speculators' ``datagen`` beside a vllm that
+    nothing else wants). An extra whose packages are all there for other reasons shows no
+    use: old setuptools' ``certs`` extra pins certifi==2016.9.26, and the certifi that
+    requests needs says nothing of it; flashinfer's ``b12x`` pins nvidia-cutlass-dsl==4.7.1,
+    and the 4.8.0 that vllm requires says nothing of it either."""
     unmet = []
     who = parsed.dist.key
     for extra, wanted in wants.by_extra:
-        names = [canonicalize_name(r.name) for r in wanted]
-        if any(name not in package_set for name in names):
-            continue
-        if (who, extra) not in asked and all(required_by.get(name, set()) - {who} for name in names):
-            continue
+        if (who, extra) not in graph.asked:
+            # A requirement on the distribution itself (``sglang[dev]`` -> ``sglang[test]``)
+            # asks for more of its extras: no sign of use, whatever else installed it.
+            names = [name for name in (canonicalize_name(r.name) for r in wanted) if name != who]
+            if not names or any(name not in package_set for name in names):
+                continue
+            if all(graph.required_by.get(name) for name in names):
+                continue
         for req in wanted:
-            have = package_set[canonicalize_name(req.name)].version
-            if not _contains(req, have):
+            have = package_set.get(canonicalize_name(req.name))
+            if have is not None and not _contains(req, have.version):
                 shown = Requirement(str(req))
                 shown.marker = None
-                unmet.append(Unmet(parsed.dist.key, str(parsed.version), shown, str(have), extra))
+                unmet.append(Unmet(parsed.dist.key, str(parsed.version), shown, str(have.version), extra))
     return unmet
+
+
+def environment_graph(env: Environment) -> RequirementGraph:
+    """The requirement graph of ``env``'s active distributions on this host (see RequirementGraph)."""
+    env_key = marker_key(env)
+    wants_of = {}
+    for dist in env.distributions:
+        if dist.active:
+            parsed = _parse(dist)
+            if not isinstance(parsed, ParseError):
+                wants_of.setdefault(dist.key, _wants(parsed, env.markers, env_key))
+    return requirement_graph(wants_of)
+
+
+def _pins(specifiers: Sequence[Any]) -> list[Version]:
+    """The versions that ``==V`` specifiers (no wildcard) allow: every version that meets them is one of these."""
+    found = []
+    for spec in specifiers:
+        if spec.operator == "==" and not spec.version.endswith(".*"):
+            try:
+                found.append(Version(spec.version))
+            except InvalidVersion:
+                continue
+    return found
+
+
+def _cannot_both_hold(one: Requirement, other: Requirement) -> bool:
+    """Provably no version meets both: one of them pins (``==V``), and no pinned version meets
+    both. Without a pin nothing is claimed (the index, which only the installer's plan reads,
+    decides)."""
+    candidates = _pins([*one.specifier, *other.specifier])
+    return bool(candidates) and not any(
+        one.specifier.contains(v, prereleases=True) and other.specifier.contains(v, prereleases=True)
+        for v in candidates)
+
+
+def breaking_requirements(env: Environment, wanted: Sequence[str]) -> dict[str, str]:
+    """Of the requirements a remedy would install (``wanted``, as wanted_requirements makes
+    them), those that provably break a requirement the installed distributions hold on this
+    host (the whole requirement graph: base requirements and asked-for extras), each with the
+    sentence that says whose: ``nvidia-cutlass-dsl==4.7.1 cannot hold beside vllm 0.33.0's
+    nvidia-cutlass-dsl[cu13]==4.8.0``. A requirement held by a distribution the remedy itself
+    replaces is left to the installer's plan, until that one is found breaking in turn (then
+    what the remedy no longer replaces keeps its requirements: worked out to a fixed point)."""
+    graph = environment_graph(env)
+    versions = {dist.key: dist.version for dist in env.distributions if dist.active}
+    found: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        replaced = {canonicalize_name(_requirement(text).name) for text in wanted if text not in found}
+        for text in wanted:
+            if text in found:
+                continue
+            req = _requirement(text)
+            if _cannot_both_hold(req, req):  # (what several distributions want of one name)
+                found[text] = f"no version meets {text}: the installed distributions want them all"
+                changed = True
+                continue
+            for (who, extra), held in graph.requirements.get(canonicalize_name(req.name), ()):
+                if who in replaced or not _cannot_both_hold(req, held):
+                    continue
+                shown = Requirement(str(held))
+                shown.marker = None
+                owner = f"{who} {versions.get(who, '')}".strip() + (f" [{extra}]" if extra else "")
+                found[text] = f"{text} cannot hold beside {owner}'s {shown}"
+                changed = True
+                break
+    return {text: found[text] for text in wanted if text in found}
 
 
 def requirement_closure(env: Environment, requirements: Sequence[str]) -> set[str]:

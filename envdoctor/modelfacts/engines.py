@@ -10,8 +10,13 @@ the engines' own resolution:
   in an ``AutoModel*`` table; else only the model's code could load it (consent needed).
 - vLLM: the config from its own ``_CONFIG_REGISTRY`` or else transformers'; an architecture
   of ``config.json`` in its registry; else its Transformers backend (a transformers class of
-  that name, or the model's ``auto_map`` with consent), whose fit only loading tells.
-- SGLang: the same, with the ``EntryClass`` of its ``srt/models`` modules.
+  that name, or the model's ``auto_map`` with consent), whose fit only loading tells. A
+  registered architecture whose config only the model's ``auto_map`` describes (InternLM2) is
+  supported with the consent it needs (``needs_consent``): the engine serves it natively once
+  ``--trust-remote-code`` lets the config load.
+- SGLang: the same, with the ``EntryClass`` of its ``srt/models`` modules, and the model types
+  its ``get_config`` rewrites when transformers does not know them (0.5.3 builds a
+  ``deepseek_v32`` config as ``deepseek_v3``, architectures ``DeepseekV3ForCausalLM``).
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ class EngineSupport:
     via: str = ""
     #: Where the config class comes from.
     config: str = ""
-    #: It would load only through the model's own code, and that needs --trust-remote-code.
+    #: It would load only through the model's own code, and that needs --trust-remote-code. With
+    #: ``supported`` True: the engine serves the model itself once the model's config loads with that
+    #: consent (vLLM's InternLM2ForCausalLM for a config only its auto_map describes).
     needs_consent: bool = False
     reason: str = ""
     #: The versions that know the model, where the history table says.
@@ -62,7 +69,14 @@ class EngineSupport:
     def title(self) -> str:
         return f"{ENGINE_NAMES.get(self.engine, self.engine)} {self.version}"
 
+    @property
+    def ready(self) -> bool:
+        """Supported as things stand: no consent still to give."""
+        return bool(self.supported) and not self.needs_consent
+
     def sentence(self) -> str:
+        if self.supported and self.needs_consent:
+            return f"{self.title} loads it as {self.as_class} via {self.via} once {self.reason}"
         if self.supported:
             caveat = "" if self.certain else f" ({self.reason})" if self.reason else ""
             return f"{self.title} loads it as {self.as_class} via {self.via}{caveat}"
@@ -150,19 +164,49 @@ def judge_transformers(part: Mapping[str, Any], keys: ModelKeys, consent: bool) 
     return EngineSupport("transformers", version, False, reason=f"does not recognize {what}", known_in=known)
 
 
-def _config_path(engine: str, part: Mapping[str, Any], keys: ModelKeys, transformers_part: Mapping[str, Any] | None,
-                 consent: bool) -> tuple[str | None, bool]:
-    """(where the engine's config comes from, or None when it cannot build one; whether only
-    the model's code, without consent, would build it)."""
-    own = (part.get("config_types") or {}).get(keys.model_type or "")
+@dataclass(frozen=True)
+class ConfigPath:
+    """How an engine reaches a model's config."""
+
+    #: Where the config class comes from; None when the engine cannot build one.
+    config: str | None
+    #: Only the model's own code would build it, and that needs consent.
+    needs_consent: bool = False
+    #: The architectures the engine's config loader puts in the config instead of config.json's.
+    architectures: tuple[str, ...] = ()
+
+
+def _known_config(engine: str, part: Mapping[str, Any], transformers_part: Mapping[str, Any] | None,
+                  model_type: str) -> str | None:
+    own = (part.get("config_types") or {}).get(model_type)
     if own:
-        return f"{ENGINE_NAMES[engine]} {own}", False
+        return f"{ENGINE_NAMES[engine]} {own}"
+    native = ((transformers_part or {}).get("config_types") or {}).get(model_type)
+    return f"transformers {native}" if native else None
+
+
+def _config_path(engine: str, part: Mapping[str, Any], keys: ModelKeys, transformers_part: Mapping[str, Any] | None,
+                 consent: bool) -> ConfigPath:
+    """Where the engine's config comes from: its own config class, the model's code (with consent),
+    transformers', or what the engine's config loader rewrites the model type to when neither knows
+    it (SGLang 0.5.3's get_config builds a deepseek_v32 config as deepseek_v3)."""
+    model_type = keys.model_type or ""
+    own = (part.get("config_types") or {}).get(model_type)
+    if own:
+        return ConfigPath(f"{ENGINE_NAMES[engine]} {own}")
     if "AutoConfig" in keys.auto_map and consent:
-        return f"auto_map {keys.auto_map['AutoConfig']}", False  # trust_remote_code: the model's code wins
-    native = ((transformers_part or {}).get("config_types") or {}).get(keys.model_type or "")
-    if native:
-        return f"transformers {native}", False
-    return None, "AutoConfig" in keys.auto_map
+        return ConfigPath(f"auto_map {keys.auto_map['AutoConfig']}")  # trust_remote_code: the model's code wins
+    known = _known_config(engine, part, transformers_part, model_type)
+    if known:
+        return ConfigPath(known)
+    rewrite = (part.get("rewrites") or {}).get(model_type)
+    if isinstance(rewrite, Mapping) and rewrite.get("model_type"):
+        target = _known_config(engine, part, transformers_part, str(rewrite["model_type"]))
+        if target:
+            how = f"{ENGINE_NAMES[engine]}'s config loader ({rewrite.get('by') or 'get_config'}) rewrites model " \
+                  f"type {model_type} to {rewrite['model_type']}: {target}"
+            return ConfigPath(how, architectures=tuple(str(a) for a in rewrite.get("architectures") or ()))
+    return ConfigPath(None, "AutoConfig" in keys.auto_map)
 
 
 def judge_server(engine: str, part: Mapping[str, Any], keys: ModelKeys, transformers_part: Mapping[str, Any] | None,
@@ -172,9 +216,11 @@ def judge_server(engine: str, part: Mapping[str, Any], keys: ModelKeys, transfor
     if part.get("error"):
         return EngineSupport(engine, version, None, reason=str(part["error"]))
     known = versions_that_know(engine, keys.model_type, keys.architectures)
-    config, config_consent = _config_path(engine, part, keys, transformers_part, consent)
+    path = _config_path(engine, part, keys, transformers_part, consent)
+    config, config_consent = path.config, path.needs_consent
     registered = part.get("architectures") or {}
-    native = next(((a, registered[a]) for a in keys.architectures if registered.get(a)), None)
+    looked_up = path.architectures or keys.architectures  # what the engine's config says, after its rewrite
+    native = next(((a, registered[a]) for a in looked_up if registered.get(a)), None)
     archs = ", ".join(keys.architectures) or "(none)"
     if native is None:
         previously = part.get("previously") or {}
@@ -184,16 +230,30 @@ def judge_server(engine: str, part: Mapping[str, Any], keys: ModelKeys, transfor
                                  f"{gone[1]}", known_in=f"{ENGINE_NAMES[engine]} {gone[1]} and earlier load it")
         return backend(engine, version, part, keys, transformers_part, config, config_consent, consent, known, archs)
     arch, target = native
-    package = {"vllm": "vllm.model_executor.models.", "sglang": "sglang.srt.models."}[engine]
-    as_class = f"{package}{target[0]}.{target[1]}" if isinstance(target, list) and len(target) >= 2 \
-        else f"{package}{target}.{arch}"
+    as_class = _registered_class(engine, arch, target)
+    if config is None and config_consent:
+        # Served natively once the model's config loads, which only its own code does: consent.
+        return EngineSupport(engine, version, True, as_class, f"registry ({arch})",
+                             f"auto_map {keys.auto_map['AutoConfig']}", needs_consent=True,
+                             reason=f"--trust-remote-code lets its config load (model type {keys.model_type} is "
+                                    f"known to neither it nor transformers; that runs {keys.files_text()})")
     if config is None:
-        return EngineSupport(engine, version, False, as_class, "registry", needs_consent=config_consent,
+        return EngineSupport(engine, version, False, as_class, "registry",
                              reason=f"registers {arch}, but its config (model type {keys.model_type}) is known to "
-                                    "neither it nor transformers" + (f"; --trust-remote-code would run "
-                                                                     f"{keys.files_text()}" if config_consent else ""),
-                             known_in=known)
+                                    "neither it nor transformers", known_in=known)
     return EngineSupport(engine, version, True, as_class, f"registry ({arch})", config)
+
+
+def _registered_class(engine: str, arch: str, target: Any) -> str:
+    """The dotted class a registry entry names: vLLM's (module, class), where the module is
+    relative to vllm.model_executor.models (``qwen3``) or absolute (``vllm.models.deepseek_v32``
+    in 0.3x); SGLang's module of srt/models."""
+    package = {"vllm": "vllm.model_executor.models.", "sglang": "sglang.srt.models."}[engine]
+    if isinstance(target, list) and len(target) >= 2:
+        module = str(target[0])
+        module = module if module.startswith(engine.split(".")[0] + ".") else package + module
+        return f"{module}.{target[1]}"
+    return f"{package}{target}.{arch}"
 
 
 def backend(engine: str, version: str, part: Mapping[str, Any], keys: ModelKeys,

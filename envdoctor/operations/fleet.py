@@ -7,6 +7,7 @@ own deadline. Nothing here prints: progress goes to the callback the CLI passes 
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -158,10 +159,13 @@ async def run_remedy_argv(transport: Transport, remedy: Remedy, argv: Sequence[s
     """The one place a command remedy (or pip's plan of it, ``argv``) is started on a host:
     under the host-side supervisor, so an interrupted or killed envdoctor leaves no pip
     running (SIGINT first: pip ends as its own Ctrl-C ends it)."""
+    from envdoctor.install.uv_plan import uv_target_python  # (only when a remedy runs: start-up)
+
     chosen = list(remedy.argv if argv is None else argv)
-    # Index URLs (and their passwords) go to pip's environment over stdin, never on its argv.
+    # Index URLs (and their passwords) go to pip's (or uv's) environment over stdin, never on its argv.
     command, stdin = wrapped_command(chosen)
-    python = chosen[0] if posixpath.basename(chosen[0]).startswith("python") else "python3"
+    python = chosen[0] if posixpath.basename(chosen[0]).startswith("python") else (
+        uv_target_python(chosen) or "python3")  # (the supervisor runs under the venv's interpreter)
     return await run_watched(transport, command, python=python, stdin=stdin, stop="INT", timeout=REMEDY_TIMEOUT)
 
 
@@ -243,7 +247,13 @@ class HostRun:
         return None if self.settings.timeout is None else self.started + self.settings.timeout
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
-        return self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
+        results = self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
+        if any(r.remedy is not None and r.remedy.kind == "command" and r.remedy.payload for r in results):
+            # (only with an install remedy, whose check has imported the install modules already)
+            from envdoctor.install.uv_remedy import with_host_installer
+
+            results = with_host_installer(results, facts.uv)  # a venv without pip: the host's uv
+        return results
 
     def request(self) -> tuple[list[str] | None, dict[str, dict[str, object]]]:
         """The sections to gather, and the overrides of the extra ones the checks do not read."""
@@ -302,7 +312,37 @@ class HostRun:
         return Action(check_id, remedy.summary, remedy.display, outcome.exit_status,
                       outcome.output[-OUTPUT_TAIL_CHARS:], plan=outcome.plan, refused=outcome.refused)
 
+    async def planned(self, transport: Transport, results: list[CheckResult],
+                      installed: InstalledState) -> list[CheckResult]:
+        """The results with each pip install shown for a person to type judged by pip's plan
+        first (envdoctor.install.pip_remedy.judge_shown_install): a remedy whose plan breaks an
+        installed requirement, or has none, is not shown; the result says what the plan showed."""
+        from envdoctor.install.pip_remedy import judge_shown_install, plan_first_install
+
+        judged: dict[str, tuple[Remedy | None, str]] = {}
+        out = []
+        for result in results:
+            remedy = result.remedy
+            if remedy is None or plan_first_install(remedy) is None or not result.status.is_problem:
+                out.append(result)
+                continue
+            if remedy.display not in judged:
+                async def run(argv: Sequence[str], remedy: Remedy = remedy) -> CommandResult:
+                    return await run_remedy_argv(transport, remedy, argv)
+                judged[remedy.display] = await judge_shown_install(run, remedy, installed)
+            shown, line = judged[remedy.display]
+            out.append(dataclasses.replace(result, remedy=shown, message=f"{result.message}\n{line}"))
+        return out
+
     async def fix(self, transport: Transport, before: list[CheckResult], *, dry_run: bool) -> HostReport:
+        report = await self.fix_pending(transport, before, dry_run=dry_run)
+        try:
+            report.results = await self.planned(transport, report.results, {})
+        except TransportError as exc:
+            log.info("shown_plan_failed", host=self.spec.name, error=str(exc))
+        return report
+
+    async def fix_pending(self, transport: Transport, before: list[CheckResult], *, dry_run: bool) -> HostReport:
         remedies = pending_remedies(before)
         if not remedies:
             return HostReport(self.spec, before, before=before)

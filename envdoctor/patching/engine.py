@@ -317,13 +317,36 @@ def patch_remedy(plan: PatchPlan, env: Environment, *, consent: bool) -> Remedy:
     return changes_remedy(plan.patch.id, plan.changes, env, automatic=consent or not plan.patch.needs_consent)
 
 
-def changes_remedy(patch_id: str, changes: Sequence[FileChange], env: Environment, *, automatic: bool) -> Remedy:
-    files = ", ".join(c.path for c in changes)
+class DeferredChanges(Sequence[FileChange]):
+    """A patch's file changes made when first used: by fix, which applies them or shows their
+    diff, never by a check that only reports the remedy (making them runs libcst on each file)."""
+
+    def __init__(self, make: Callable[[], Sequence[FileChange]]) -> None:
+        self._make: Callable[[], Sequence[FileChange]] | None = make
+        self._made: tuple[FileChange, ...] = ()
+
+    def _changes(self) -> tuple[FileChange, ...]:
+        if self._make is not None:
+            self._made, self._make = tuple(self._make()), None
+        return self._made
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # (Sequence's int and slice overloads)
+        return self._changes()[index]
+
+    def __len__(self) -> int:
+        return len(self._changes())
+
+
+def changes_remedy(patch_id: str, changes: Sequence[FileChange], env: Environment, *, automatic: bool,
+                   files: Sequence[str] | None = None) -> Remedy:
+    """``files``: the paths to name when ``changes`` are deferred (naming them would make them)."""
+    named = ", ".join(files if files is not None else [c.path for c in changes])
     return Remedy(
-        summary=f"apply patch {patch_id} to {files}",
+        summary=f"apply patch {patch_id} to {named}",
         kind="patch",
         automatic=automatic,
-        payload={"patch": patch_id, "python": env.python, "prefix": env.prefix, "changes": tuple(changes)},
+        payload={"patch": patch_id, "python": env.python, "prefix": env.prefix,
+                 "changes": changes if isinstance(changes, DeferredChanges) else tuple(changes)},
     )
 
 
@@ -341,6 +364,8 @@ async def apply_patch_remedy(transport: Transport, remedy: Remedy, *, dry_run: b
     diff = "".join(c.diff for c in changes)
     if dry_run:
         return PatchOutcome(None, "", diff)
+    if not changes:  # (deferred changes that turned out to change nothing)
+        return PatchOutcome(0, "nothing to change: every call already passes the flag, or the file differs")
     request = change_request(
         "apply", remedy.payload["prefix"], [c.request() for c in changes], version=__version__,
         kill_after_intent=bool(os.environ.get(KILL_AFTER_INTENT_ENV)),

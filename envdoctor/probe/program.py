@@ -24,8 +24,11 @@ from typing import Any
 from envdoctor.probe import held, shared_answers
 from envdoctor.probe.host import module_source
 from envdoctor.errors import ProbeError
+from envdoctor.logsafe import get_logger
 from envdoctor.transport.first_line import GUARD_SH, FirstLine
 from envdoctor.transport.interface import RUN_MARKER, CommandResult, Transport
+
+log = get_logger(__name__)
 
 #: Probe modules every program holds, first: the shared helpers, then the run (main, the
 #: deadline, the watchdog).
@@ -205,6 +208,8 @@ class ProbeOutput:
     #: Whether the answer ended with the probe's end record; a probe that died (killed, out
     #: of memory) leaves the sections it had already sent, which are answers all the same.
     complete: bool = True
+    #: Each section's wall time on the host, in seconds, from the end record.
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -331,6 +336,10 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
         if record.get("done"):
             done = True
             output.skipped, output.skipped_more = _skipped_files(record)
+            seconds = record.get("seconds")
+            if isinstance(seconds, dict):
+                output.seconds = {str(k)[:_SKIP_TEXT]: float(v) for k, v in list(seconds.items())[:MAX_SKIPPED]
+                                  if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9}
             unfinished = record.get("unfinished")
             if isinstance(unfinished, list):
                 output.unfinished = [str(n)[:_SKIP_TEXT] for n in unfinished[:MAX_SKIPPED] if isinstance(n, str)]
@@ -426,6 +435,8 @@ async def run_probe(
     except ProbeError as exc:
         detail = result.stderr_tail(3)
         raise ProbeError(f"{exc}; exit status {result.exit_status}" + (f": {detail}" if detail else "")) from None
+    log.info("probe_answered", host=transport.name, seconds=output.seconds, complete=output.complete,
+             wall=round(time.monotonic() - started, 3))
     # Sent and not kept (no compiled code reported: a cache folder others can write): the
     # next run sends it at once.
     held.HELD.note(destination, digest, held=bool(reported) or not send, code=reported)

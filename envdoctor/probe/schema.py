@@ -179,7 +179,8 @@ _ENVIRONMENT = Keys({
     "real_prefix": str, "real_bin": str, "real_executable_dir": str,
 })
 _PROGRAM = (NONE, Keys({"path": str, "realpath": str, "interpreter": TEXT, "resolved": TEXT, "via": [str],
-                        "error": TEXT, "real_dir": str, "interpreter_real_dir": str}))
+                        "error": TEXT, "real_dir": str, "interpreter_real_dir": str,
+                        "found_in": str}))  # (uv: "PATH", "~/.local/bin" or "~/.cargo/bin")
 _MODEL = Keys({
     "path": str, "error": TEXT, "listing": [str], "files": MapOf(dict), "json": MapOf(Any), "json_errors": MapOf(str),
     "ranks": (NONE, dict), "auto_map": [Keys({"from": str, "auto_class": str, "ref": str, "file": str})],
@@ -215,7 +216,7 @@ _MODEL_DIGEST = Keys({"path": str, "error": TEXT, "truncated": bool,
 
 #: Section name -> the schema of its ``data``.
 SECTION_SCHEMAS: dict[str, Any] = {
-    "host": Keys({"hostname": str, "path_env": str, "on_path": MapOf(_PROGRAM),
+    "host": Keys({"hostname": str, "path_env": str, "on_path": MapOf(_PROGRAM), "uv": _PROGRAM,
                   "gpu": Keys({"gpus": [str], "error": TEXT}), "disk": MapOf(MapOf(Any))}),
     "venvs": Keys({"configured": [str], "discovered": [str], "envs": [_ENVIRONMENT],
                    "default": (NONE, _ENVIRONMENT)}),

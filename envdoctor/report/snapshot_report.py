@@ -136,10 +136,16 @@ def _gpu_rows(doc: Mapping[str, Any]) -> list[str]:
     if toolkit.get("exists"):
         toolkit_text = f"{toolkit.get('version') or 'version unknown'} at {toolkit.get('home')}" + \
             (" (nvcc present)" if toolkit.get("nvcc") else " (no nvcc)")
+    on_path = toolkit.get("nvcc_on_path") if isinstance(toolkit.get("nvcc_on_path"), Mapping) else {}
+    runtime = doc.get("cuda_runtime_version")
+    if runtime and on_path.get("path"):
+        runtime = f"{runtime} (nvcc on PATH: {on_path['path']}" + (
+            f" -> {on_path['binary']})" if on_path.get("binary") not in (None, on_path["path"]) else ")")
     return [_row("PyTorch version", torch.get("version") or "not installed"),
             _row("Is debug build", torch.get("debug")),
             _row("CUDA used to build PyTorch", torch.get("cuda") or ("None" if torch else None)),
             _row("ROCM used to build PyTorch", torch.get("hip") or "N/A"),
+            _row("CUDA runtime version", runtime),
             _row("CUDA toolkit (CUDA_HOME)", toolkit_text),
             _row("NCCL (wheel)", doc.get("nccl") or "not installed"),
             _row("cuDNN (wheel)", doc.get("cudnn") or "not installed"),

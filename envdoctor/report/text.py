@@ -62,9 +62,15 @@ def _diff_lines(diff: str) -> list[Text]:
     return [Text(f"      {line}", style=styles.get(line[:1], "dim")) for line in diff.splitlines()]
 
 
-def _plan_lines(plan: tuple[str, ...]) -> list[Text]:
-    """pip's plan for an install remedy, one distribution a line."""
-    return [Text(f"      pip's plan: {item}", style="dim") for item in plan]
+def _plan_lines(plan: tuple[str, ...], command: str) -> list[Text]:
+    """The installer's plan for an install remedy (pip's, or uv's in a venv without pip), one
+    distribution a line."""
+    try:
+        words = shlex.split(command)[:3]
+    except ValueError:
+        words = []
+    installer = "uv" if words[:1] and words[0].rsplit("/", 1)[-1] == "uv" and words[1:] == ["pip", "install"] else "pip"
+    return [Text(f"      {installer}'s plan: {item}", style="dim") for item in plan]
 
 
 def _skipped_lines(results: list[CheckResult]) -> list[Text]:
@@ -103,11 +109,11 @@ def _host_block(host: HostReport) -> list[Text]:
             for action in host.actions:
                 if action.refused:
                     lines.append(Text("    ✗ not run, fix (by hand): ", style="red").append(action.command, style="cyan"))
-                    lines.extend(_plan_lines(action.plan))
+                    lines.extend(_plan_lines(action.plan, action.command))
                     lines.append(Text(f"      why: {action.refused}", style="dim"))
                 elif action.exit_status is None:
                     lines.append(Text("    would run: ", style="yellow").append(action.command, style="cyan"))
-                    lines.extend(_plan_lines(action.plan))
+                    lines.extend(_plan_lines(action.plan, action.command))
                     lines.extend(_diff_lines(action.diff))
                 else:
                     mark, style = ("✓", "green") if action.ok else ("✗", "red")

@@ -23,6 +23,7 @@ from libcst.metadata import (
 
 from envdoctor.probe.host.core import decode_source
 from envdoctor.scan.exports import ExportTable, resolve_export, resolve_relative
+from envdoctor.scan.not_loads import drop_non_loads
 from envdoctor.scan.loaders import (
     EXPLICIT_FALSE,
     KEYWORD,
@@ -346,16 +347,28 @@ def sites_in_text(
         return [], None
     if isinstance(pruned, cst.Module):
         try:
-            return _resolve(pruned, path, package, precheck=True, exports=exports), None
+            return _loads(_resolve(pruned, path, package, precheck=True, exports=exports), tree, text, package), None
         except Exception:  # the pruned tree upset name resolution: resolve the original instead
             pass
     module, error = parse_module(source, path)
     if module is None:
         return [], error
     try:
-        return _resolve(module, path, package, precheck=shortcuts, exports=exports), None
+        found = _resolve(module, path, package, precheck=shortcuts, exports=exports)
     except Exception as exc:  # a metadata failure on one exotic file must not end the scan
         return [], ScanError(path, f"cannot resolve names: {type(exc).__name__}: {exc}")
+    return _loads(found, tree, text, package), None
+
+
+def _loads(sites: list[Site], tree: ast.Module | None, text: str, package: str | None) -> list[Site]:
+    """The sites that load something: calls of a loader's name that load nothing are dropped
+    (:mod:`envdoctor.scan.not_loads`, read from the whole module's ``ast``, never the pruned one)."""
+    if tree is None or not sites:
+        return sites
+    try:
+        return drop_non_loads(sites, tree, text, package)
+    except RecursionError:  # nesting is bounded before parsing; should it still be too deep, keep every site
+        return sites
 
 
 def _resolve(

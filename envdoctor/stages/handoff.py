@@ -360,7 +360,10 @@ async def run_stage(
     results = graph.evaluate(spec, facts, remedies, only=stage.requires) if stage.requires else []
     refused = [r for r in results if r.status.is_problem]
     if refused:
-        return StageOutcome(results=results, refused=refused)
+        from envdoctor.install.uv_remedy import with_host_installer  # (only when refused: start-up)
+
+        results = with_host_installer(results, facts.uv)  # a venv without pip: the host's uv, as fix shows
+        return StageOutcome(results=results, refused=[r for r in results if r.status.is_problem])
     doc = facts_document(spec, facts, model_for(spec, facts, model), draft_layers)
     values = placeholder_values(spec, stage, doc)
     for name in dict.fromkeys(command_placeholders(stage.command)):

@@ -1,5 +1,6 @@
-"""packages.consistent against real `pip check` (the oracle) on a corpus of broken venvs built
-with real packages from PyPI, read over a real sshd: both must name the same problems."""
+"""packages.consistent against real `pip check` and `uv pip check` (the oracles) on a corpus of
+broken venvs built with real packages from PyPI, read over a real sshd: they must name the same
+problems (where uv reads a venv otherwise than Python and pip, NOT_AS_UV says so)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.conftest import make_venv
+from tests.conftest import make_venv, uv_executable
 
 pytestmark = pytest.mark.e2e
 
@@ -160,6 +161,41 @@ def test_packages_consistent_agrees_with_pip_check(case, corpus, report, oracle)
     expected_status = "pass" if done.returncode == 0 and not result["details"]["duplicates"] else "fail"
     assert result["status"] == expected_status
     assert result["message"].split("\n")[0].startswith("pip check: ")
+
+
+def uv_findings(done: subprocess.CompletedProcess[str]) -> set[tuple[str, ...]]:
+    """uv pip check's lines in the same shape as pip_findings (uv names the specifier, pip the name)."""
+    found: set[tuple[str, ...]] = set()
+    text = done.stdout + done.stderr
+    for m in re.finditer(r"The package `([^`]+)` requires `([A-Za-z0-9._-]+)[^`]*`, but (?:it's not installed|`([^`]+)` is installed)", text):
+        if m[3] is None:
+            found.add(("missing", canonicalize_name(m[1]), canonicalize_name(m[2])))
+        else:
+            found.add(("conflict", canonicalize_name(m[1]), canonicalize_name(m[2]), m[3]))
+    found |= {("parse", canonicalize_name(n)) for n in re.findall(r"The package `([^`]+)` is broken or incomplete", text)}
+    found |= {("duplicate", canonicalize_name(n)) for n in re.findall(r"The package `([^`]+)` has multiple installed", text)}
+    return found
+
+
+#: Where uv pip check reads a venv otherwise than its Python and pip do: it does not follow a
+#: .pth file's path entries (it checks 0 packages there, pip 1), so envdoctor follows pip.
+NOT_AS_UV = {"pth"}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in NOT_AS_UV])
+def test_packages_consistent_agrees_with_uv_pip_check(case, corpus, report):
+    """uv pip check's verdict and findings equal envdoctor's, duplicate metadata folders included
+    (uv reports them; pip check does not). A version uv cannot parse stops uv (exit 2): a failure too."""
+    done = subprocess.run([uv_executable(), "pip", "check", "--python", str(corpus[case] / "bin" / "python")],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    result = report[case]
+    assert (result["status"] == "pass") == (done.returncode == 0), (done.stdout, done.stderr, result["message"])
+    if done.returncode == 2:  # uv stopped at metadata it cannot read: no findings to compare
+        assert case == "malformed-version" and result["details"]["pip_check"]["parse_errors"], done.stderr
+        return
+    ours = envdoctor_findings(result["details"]["pip_check"])
+    ours |= {("duplicate", d["distribution"]) for d in result["details"]["duplicates"]}
+    assert ours == uv_findings(done), (done.stdout, done.stderr, result["message"])
 
 
 def test_corpus_is_broken_where_it_should_be(corpus, oracle):

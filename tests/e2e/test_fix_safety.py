@@ -25,8 +25,9 @@ def version_of(venv: Path, name: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def fix(run_cli, venv: Path, *args: str) -> tuple[int, dict]:
-    res = run_cli("fix", "local", "--venv", str(venv), "--only", "packages.required", "--format", "json", *args)
+def fix(run_cli, venv: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+    res = run_cli("fix", "local", "--venv", str(venv), "--only", "packages.required", "--format", "json", *args,
+                  env=env)
     assert res.stdout.startswith("{"), res.stderr
     return res.exit_status, json.loads(res.stdout)["hosts"][0]
 
@@ -75,17 +76,23 @@ def test_old_pip_cannot_show_a_plan_so_the_install_is_by_hand(run_cli, venv_fact
 
 
 def test_venv_without_pip_is_told_how_to_get_it(run_cli, tmp_path):
-    """A venv made --without-pip: fix names ensurepip for that interpreter and installs nothing."""
+    """A venv made --without-pip on a machine without uv (no uv on PATH, ~/.local/bin or
+    ~/.cargo/bin): the remedy is by hand, names ensurepip for that interpreter and uv, and fix
+    installs nothing (tests/e2e/test_uv_venvs.py installs with a uv that is there)."""
     import venv as venv_module
 
     venv = tmp_path / "no pip venv"
     venv_module.EnvBuilder(with_pip=False).create(venv)
-    status, host = fix(run_cli, venv, "--require", "six")
+    (tmp_path / "home").mkdir()
+    status, host = fix(run_cli, venv, "--require", "six", env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")})
     assert status == 1
-    (action,) = host["actions"]
-    assert action["by_hand"] is True
+    assert host["actions"] == []
+    remedy = {r["id"]: r for r in host["results"]}["packages.required"]["remedy"]
+    assert remedy["automatic"] is False
     python = shlex.quote(f"{venv}/bin/python")  # pasted into a shell as shown, it runs that interpreter
-    assert action["refused"].startswith(f"{venv} has no pip: add it ({python} -m ensurepip")
+    assert f"{venv} has no pip, and the host has no uv" in remedy["summary"]
+    assert f"add pip ({python} -m ensurepip" in remedy["summary"]
+    assert f"uv pip install --python {python} six" in remedy["summary"]
     assert version_of(venv, "six") is None
 
 

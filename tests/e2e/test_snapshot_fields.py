@@ -79,6 +79,14 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     toolkit = root / "cuda"
     toolkit.mkdir()
     (toolkit / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.8.1"}}')
+    # nvcc on PATH as a wrapper script (as /usr/local/bin/nvcc often is) of a binary that holds the
+    # string `nvcc --version` prints, in a toolkit made of wheels (no version file).
+    wheels = root / "cuda-wheels" / "bin"
+    wheels.mkdir(parents=True)
+    (wheels / "nvcc").write_bytes(b"\x7fELF" + b"\0" * 4096 + b"Cuda compilation tools, release 12.8, V12.8.93\0")
+    (root / "bin").mkdir(exist_ok=True)
+    (root / "bin" / "nvcc").write_text(f'#!/bin/sh\nexec {wheels / "nvcc"} "$@"\n')
+    (root / "bin" / "nvcc").chmod(0o755)
     smi = fake_smi(root / "bin", [("NVIDIA H100 80GB HBM3", "9.0")] * 2, "580.95.05")
     env = {"ENVDOCTOR_SYSFS_ROOT": str(fake_driver_root(root / "sys", "580.95.05")), "CUDA_HOME": str(toolkit),
            "PATH": f"{smi.parent}:{os.environ['PATH']}", "CUDA_MODULE_LOADING": "LAZY",
@@ -131,6 +139,8 @@ def test_the_values_are_what_the_node_and_the_system_say(snapshot):
     assert doc["gpus"] == [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"},
                            {"index": 1, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}]
     assert doc["cuda_toolkit"]["version"] == "12.8.1"
+    assert doc["cuda_runtime_version"] == "12.8.93"  # the wrapper's binary, as `nvcc --version` would say
+    assert doc["cuda_toolkit"]["nvcc_on_path"]["binary"].endswith("cuda-wheels/bin/nvcc")
     assert doc["nccl"] == "2.27.3 (nvidia-nccl-cu12)" and doc["cudnn"] == "9.10.2.21 (nvidia-cudnn-cu12)"
     assert {"vllm": "0.11.0", "transformers": "4.57.1", "nvidia-nccl-cu12": "2.27.3"}.items() <= doc["packages"].items()
     assert {"CUDA_MODULE_LOADING": "LAZY", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
@@ -148,6 +158,7 @@ def test_the_text_block_reads_like_collect_envs(snapshot):
     for line in ("PyTorch version             : 2.9.1+cu128", "CUDA used to build PyTorch  : 12.8",
                  "Nvidia driver version       : 580.95.05",
                  "GPU models and configuration: GPU 0,1: NVIDIA H100 80GB HBM3 (compute capability 9.0)",
+                 "CUDA runtime version        : 12.8.93 (nvcc on PATH: ",
                  "vllm==0.11.0", "CUDA_MODULE_LOADING=LAZY", "GPU topology:"):
         assert line in text, line
     assert re.search(r"Libc version\s+: glibc-\d", text)

@@ -21,6 +21,8 @@ OLD = ("transformers==4.57.6", "vllm==0.11.0", "sglang==0.5.3")
 NEW = ("transformers==5.25.0", "vllm==0.16.0", "sglang==0.5.9")
 #: A model only vLLM registers among these (transformers 4.57.6 has no kimi_k25).
 MIXED = ("transformers==4.57.6", "vllm==0.16.0")
+#: SGLang 0.5.3 beside a transformers that knows no deepseek_v32 (nor internlm2).
+SGLANG_OLD = ("transformers==4.57.6", "sglang==0.5.3")
 
 
 def flat_model(folder: Path, model_type: str, arch: str, auto_map: dict | None = None) -> Path:
@@ -48,6 +50,12 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                              {"AutoConfig": "configuration_acme.AcmeConfig",
                               "AutoModelForCausalLM": "modeling_acme.AcmeForCausalLM"}),
         "unknown": flat_model(root / "unknown", "nosuch_arch", "NoSuchForCausalLM"),
+        # DeepSeek V3.2: a model type transformers 4.57.6 does not know
+        "deepseek_v32": flat_model(root / "DeepSeek-V3.2", "deepseek_v32", "DeepseekV32ForCausalLM"),
+        # InternLM2: a config only its auto_map describes, an architecture the engines register
+        "internlm2": flat_model(root / "internlm2", "internlm2", "InternLM2ForCausalLM",
+                                {"AutoConfig": "configuration_internlm2.InternLM2Config",
+                                 "AutoModelForCausalLM": "modeling_internlm2.InternLM2ForCausalLM"}),
     }
 
 
@@ -144,3 +152,27 @@ def test_qwen3_loads_natively_on_every_release(section, models):
         answers = judge(section(requirements), models["qwen3"])
         assert all(a.supported and a.certain for a in answers.values()), answers
         assert answers["vllm"].as_class == "vllm.model_executor.models.qwen3.Qwen3ForCausalLM"
+
+
+def test_sglang_053_serves_deepseek_v32_through_its_get_configs_rewrite(section, models):
+    """transformers 4.57.6 knows no deepseek_v32; SGLang 0.5.3 registers DeepseekV32ForCausalLM and its
+    get_config (_load_deepseek_v32_model) builds the config as deepseek_v3: supported, and certain."""
+    answers = judge(section(SGLANG_OLD), models["deepseek_v32"])
+    assert answers["transformers"].supported is False
+    sglang = answers["sglang"]
+    assert (sglang.supported, sglang.certain, sglang.needs_consent) == (True, True, False)
+    assert "rewrites model type deepseek_v32 to deepseek_v3: transformers DeepseekV3Config" in sglang.config
+    assert sglang.as_class == "sglang.srt.models.deepseek_v2.DeepseekV3ForCausalLM"
+
+
+def test_internlm2_is_served_natively_once_its_auto_map_config_loads(section, models):
+    """SGLang 0.5.3 and vLLM 0.16.0 register InternLM2ForCausalLM; its config is only the model's code:
+    supported with the consent it needs, then supported outright with --trust-remote-code."""
+    for requirements in (SGLANG_OLD, NEW):
+        for engine, answer in judge(section(requirements), models["internlm2"]).items():
+            if engine == "transformers":
+                continue
+            assert (answer.supported, answer.needs_consent, answer.certain) == (True, True, True), answer
+            assert answer.as_class.endswith("internlm2.InternLM2ForCausalLM")
+        for engine, answer in judge(section(requirements), models["internlm2"], consent=True).items():
+            assert answer.supported and not answer.needs_consent, answer

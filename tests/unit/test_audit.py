@@ -391,3 +391,42 @@ def test_own_environment_keeps_its_cache_beside_its_ledger(fake_env, tmp_path, m
     data, _ = run_section(prefix)
     assert Path(data["stats"]["cache_path"]).parent == prefix / ".envdoctor"
     assert (prefix / ".envdoctor").stat().st_mode & 0o077 == 0 and not (tmp_path / "home").exists()
+
+
+def test_files_of_the_data_scheme_under_the_venvs_prefix_are_verified(fake_env, tmp_path):
+    """pynvvideocodec's RECORD puts `external/ffmpeg/...` through the wheel's data scheme into the
+    venv's prefix: inside the environment, verified (a changed one is `modified`, never `outside`)."""
+    prefix, site = fake_env
+    (prefix / "external" / "ffmpeg").mkdir(parents=True)
+    (prefix / "external" / "ffmpeg" / "readme.txt").write_bytes(b"ffmpeg\n")
+    (prefix / "external" / "ffmpeg" / "changed.txt").write_bytes(b"someone else's\n")
+    write_dist(site, "pynvvideocodec", "2.0.4", [("../../../external/ffmpeg/readme.txt", b"ffmpeg\n", "b64"),
+                                                  ("../../../external/ffmpeg/changed.txt", b"as shipped\n", "b64")])
+    data, items = run_section(prefix)
+    assert str(prefix / "external" / "ffmpeg" / "readme.txt") not in items
+    assert items[str(prefix / "external" / "ffmpeg" / "changed.txt")]["state"] == "modified"
+
+
+def test_a_prefix_path_that_links_out_or_is_envdoctors_own_stays_outside(fake_env, tmp_path):
+    """Below the prefix by name but elsewhere once links resolve, or in `.envdoctor/`: never read."""
+    prefix, site = fake_env
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_bytes(b"top secret\n")
+    (prefix / "linked").symlink_to(elsewhere)
+    (prefix / ".envdoctor").mkdir()
+    (prefix / ".envdoctor" / "ledger.jsonl").write_bytes(b"{}\n")
+    write_dist(site, "sneaky", "1.0", [("../../../linked/secret.txt", b"x\n", "b64"),
+                                         ("../../../.envdoctor/ledger.jsonl", b"x\n", "b64"),
+                                         ("../../../../elsewhere/secret.txt", b"x\n", "b64")])
+    data, items = run_section(prefix)
+    assert {path: item["state"] for path, item in items.items()} == {
+        str(prefix / "linked" / "secret.txt"): "outside", str(prefix / ".envdoctor" / "ledger.jsonl"): "outside",
+        str(elsewhere / "secret.txt"): "outside"}
+
+
+def test_the_default_interpreters_prefix_is_no_data_root():
+    """Without a named environment (a system prefix such as /usr) nothing beyond the scheme's folders is inside."""
+    assert not probe.inside_data_scheme("/usr/external/x", None)
+    assert not probe.inside_data_scheme("/v/../etc/x", "/v")
+    assert not probe.inside_data_scheme("/vx/a", "/v")

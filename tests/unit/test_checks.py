@@ -6,6 +6,7 @@ from envdoctor.engine.facts import Problem, ProgramOnPath
 from envdoctor.engine.graph import RemedySettings, load_checks
 from envdoctor.inventory import HostSpec
 from envdoctor.engine.results import Status
+from envdoctor.install.pip_remedy import plan_first_install
 from tests.unit.fakes import dist, env, facts
 
 GRAPH = load_checks()
@@ -52,12 +53,14 @@ def test_pip_check_on_controller_finds_conflict_and_missing():
     assert "speculators 0.3.0 has requirement transformers<5.16, but you have transformers 5.23.0." in result.message
     assert "pydantic" in result.message
     assert not result.remedy.automatic
-    assert result.remedy.argv[-2:] == ("pydantic>=2", "transformers<5.16")
+    # The command is shown only once fix has judged pip's plan for it: check names fix --dry-run.
+    assert result.remedy.argv == () and "`envdoctor fix h --dry-run` asks pip for its plan" in result.remedy.summary
+    assert plan_first_install(result.remedy).argv[-2:] == ("pydantic>=2", "transformers<5.16")
 
     only_conflict = env("/v", dist("speculators", "0.3.0", "transformers<5.16"), dist("transformers", "5.23.0"))
     result = evaluate(HostSpec("h", None, venv="/v"), facts(only_conflict))["packages.consistent"]
     assert not result.remedy.automatic
-    assert result.remedy.argv[-1] == "transformers<5.16"
+    assert plan_first_install(result.remedy).argv[-1] == "transformers<5.16"
 
 
 def test_extras_and_markers_in_requires_dist_are_respected():

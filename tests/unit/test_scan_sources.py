@@ -40,6 +40,15 @@ def make_dist(site: Path, name: str, version: str, requires: list[str], files: d
     (info / "RECORD").write_text("\n".join(rows) + "\n")
 
 
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The section keeps its filter's verdicts in ~/.cache/envdoctor: a home of the test's own."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def venv(tmp_path: Path) -> Path:
     """A fake venv: a dependent of transformers, one through an extra only, one that only imports it, one unrelated."""
@@ -238,3 +247,44 @@ def test_gaps_in_a_librarys_own_tests_are_named_but_not_counted(tmp_path):
     assert mixed.status is Status.FAIL
     assert mixed.message.startswith("1 model-loading call(s) without trust_remote_code=True: real/load.py:4")
     assert mixed.remedy is not None and "real/load.py" in str(mixed.remedy) and "test_utils" not in str(mixed.remedy)
+
+
+def test_a_warm_section_reads_only_what_may_hold_a_site(venv, private_home, monkeypatch):
+    """The byte filter's "nothing here" verdicts are kept by stat key: a second run reads only
+    the files it ships, answers the same, and a changed file is read again."""
+    from envdoctor.probe.host import sources
+
+    first = run_section(venv)
+    assert list((private_home / ".cache" / "envdoctor").glob("sources-*"))
+    read: list[str] = []
+    real = sources.read_regular
+
+    def counting(path, limit, *args, **kwargs):
+        read.append(str(path))
+        return real(path, limit, *args, **kwargs)
+
+    monkeypatch.setattr(sources, "read_regular", counting)
+    assert run_section(venv) == first
+    shipped = {i["path"] for i in first[1]}
+    sources_read = [r for r in read if r.endswith(".py")]
+    assert sources_read and all(any(r.endswith(s) for s in shipped) for r in sources_read), sources_read
+    doc = venv / "lib" / "python3.11" / "site-packages" / "speculators" / "doc.py"
+    doc.write_bytes(GAP)  # now it holds a site: the kept "skip" must not hide it
+    _, items = run_section(venv)
+    assert ("speculators", "speculators/doc.py") in {(i["distribution"], i["path"]) for i in items}
+
+
+def test_a_file_over_the_budget_without_a_site_is_no_skip(venv):
+    """A generated module larger than the per-file budget is read through the byte filter only:
+    without a loader call in it, it is neither shipped nor named as unread; with one, it is named."""
+    from envdoctor.probe.host import core
+
+    site = venv / "lib" / "python3.11" / "site-packages"
+    big = b"x = 1\n" * 300_000  # 1.8 MB of nothing the scan looks for
+    make_dist(site, "bigdep", "1.0", ["transformers"], {"bigdep/gen.py": big, "bigdep/load.py": big + GAP})
+    core.SKIPS.clear()
+    core._SKIP_STATE["seen"].clear()
+    data, items = run_section(venv, max_file_bytes=1 << 20)
+    bigdep = next(d for d in data["distributions"] if d["name"] == "bigdep")
+    assert bigdep["files"] == 1 and not [i for i in items if i["distribution"] == "bigdep"]
+    assert [s["path"] for s in data["skipped"]] == ["bigdep/load.py"]

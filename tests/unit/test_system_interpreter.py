@@ -9,6 +9,7 @@ from dataclasses import replace
 from envdoctor.engine.facts import Distribution, Environment
 from envdoctor.engine.graph import load_checks
 from envdoctor.engine.results import Status
+from envdoctor.install.pip_remedy import plan_first_install
 from envdoctor.inventory import HostSpec
 from tests.unit.fakes import MARKERS, dist, env, facts
 
@@ -93,7 +94,7 @@ def test_a_chosen_venv_is_judged_whole_even_on_a_debian_host():
     results = evaluate(HostSpec("ct200", None, venv="/root/venv"), facts(venv, default=debian_python()))
     consistent = results["packages.consistent"]
     assert consistent.status is Status.FAIL
-    assert consistent.remedy.argv[:4] == ("/root/venv/bin/python", "-m", "pip", "install")
+    assert plan_first_install(consistent.remedy).argv[:4] == ("/root/venv/bin/python", "-m", "pip", "install")
 
 
 def test_the_system_interpreter_is_described_with_the_venv_to_choose_and_the_init_line():

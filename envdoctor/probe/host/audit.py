@@ -270,7 +270,8 @@ def audit_run(args, emit):
     note_duplicate_names(dists)
     results = {}  # path -> [stat key, {algo: hex} or None when the cache vouches for it, shebang, error]
     quick = settled_distributions(dists, cache, results)
-    owners, known, covered, unhashed = index_records(dists, quick, scheme_roots(prefix, sites))
+    owners, known, covered, unhashed = index_records(dists, quick, scheme_roots(prefix, sites),
+                                                     None if default else prefix)
     for dist in dists:
         for path in dist.pop("outside", []):
             record({"path": path, "distribution": dist["name"], "version": dist["version"], "state": "outside",
@@ -483,10 +484,24 @@ def scheme_roots(prefix, sites):
     return tuple(sorted(set(roots)))
 
 
-def index_records(dists, quick, roots=None):
+def inside_data_scheme(full, data_root):
+    """Whether `full` lies in the environment's own prefix, where a wheel's `data` scheme installs
+    (`pkg-1.0.data/data/external/ffmpeg/readme.txt` -> `<venv>/external/ffmpeg/readme.txt`): below
+    the prefix once links are resolved, and not in envdoctor's own `.envdoctor/` folder."""
+    if not data_root:
+        return False
+    root = os.path.normpath(data_root) + "/"
+    if full != os.path.normpath(full) or not full.startswith(root) or full.startswith(root + ".envdoctor/"):
+        return False
+    real_root = os.path.realpath(fsb(data_root)) + b"/"
+    return os.path.realpath(fsb(full)).startswith(real_root)
+
+
+def index_records(dists, quick, roots=None, data_root=None):
     """path -> [(dist index, algo, digest, size)] for files to judge; every path any RECORD lists.
     With `roots`, a path outside them (``../../../../etc/shadow``) is never read: it is put in
-    the distribution's "outside" list instead."""
+    the distribution's "outside" list instead. `data_root`, the environment's own prefix when the
+    audit is of a named environment, is inside too (see inside_data_scheme)."""
     owners, known, covered = {}, set(), set()
     unhashed = 0
     for index, dist in enumerate(dists):
@@ -506,7 +521,8 @@ def index_records(dists, quick, roots=None):
         for number in sorted(odd):
             full = paths[number]
             if roots is not None and not full.startswith(roots) and (
-                    full != os.path.normpath(full) or not (full + "/").startswith(roots)):
+                    full != os.path.normpath(full) or not (full + "/").startswith(roots)) and \
+                    not inside_data_scheme(full, data_root):
                 dist.setdefault("outside", []).append(full)
         known.update(paths)
         if dist.get("outside"):

@@ -204,7 +204,7 @@ def read_header_block(path, limit=MAX_METADATA_BYTES):
 #: so that environments made and deleted by the hundred (tox, CI) leave no trail behind.
 USER_CACHE_KEEP = 32
 #: The names this program gives its per-environment caches; nothing else is ever removed.
-_USER_CACHE_NAME = re.compile(r"\A((?:drift|gpu|audit|digests|models)-[0-9a-f]{12}|imports-[0-9a-f]{16})\Z")
+_USER_CACHE_NAME = re.compile(r"\A((?:drift|gpu|audit|digests|models)-[0-9a-f]{12}|(?:imports|sources)-[0-9a-f]{16})\Z")
 #: A cache read this long after it was last written has its time set again (for the pruning's order).
 _CACHE_TOUCH_AFTER = 24 * 3600
 
@@ -444,10 +444,12 @@ def skipping_for(section_name):
     _SKIP_STATE["section"] = section_name
 
 
-def end_record(unfinished=()):
-    """The last line: the end marker, with the files skipped on the way (see note_skip) and
-    the sections the probe's deadline stopped (see guard.py)."""
+def end_record(unfinished=(), seconds=None):
+    """The last line: the end marker, with the files skipped on the way (see note_skip), the
+    sections the probe's deadline stopped and each section's wall time (see guard.py)."""
     record = {"done": True}
+    if seconds:
+        record["seconds"] = seconds
     if SKIPS:
         record["skipped"] = SKIPS
     if _SKIP_STATE["more"]:

@@ -9,11 +9,13 @@
 #     _PREVIOUSLY_SUPPORTED_MODELS) and transformers_utils/config.py _CONFIG_REGISTRY (the
 #     model types vLLM builds a config for itself);
 #   - SGLang: the `EntryClass` of every module of srt/models/ (what its ModelRegistry
-#     imports) and the config classes of its _CONFIG_REGISTRY with their model_type.
+#     imports), the config classes of its _CONFIG_REGISTRY with their model_type, and the
+#     model types its get_config rewrites (config_rewrites).
 # The tables are cached beside the drift answer (~/.cache/envdoctor/drift-<digest>/), keyed
 # by the code and the RECORD of each engine's distribution, checked against the stat of every
 # file read. The answer holds only the entries the given models' config.json files name.
 
+import ast
 import hashlib
 import json
 import os
@@ -31,6 +33,7 @@ from envdoctor.probe.host.core import (
     site_entries,
 )
 from envdoctor.probe.host.drift import drift_cache_folder, read_cache, write_cache
+from envdoctor.probe.host.drift_ast import const_value
 from envdoctor.probe.host.registry_literals import Symbol, read_tables
 
 ARCHITECTURE_CACHE_NAME = "architecture-cache"
@@ -186,13 +189,14 @@ def read_sglang(root, sources):
         if filename.endswith(".py") and not filename.startswith("__"):
             for name in entry_classes(sources.text(os.path.join(models, filename))):
                 architectures.setdefault(name, filename[:-3])
-    config_types = {}
-    for rel in (("srt", "utils", "hf_transformers_utils.py"), ("srt", "hf_transformers_utils.py")):
+    config_types, rewrites = {}, {}
+    for rel in SGLANG_CONFIG_MODULES:
         path = os.path.join(root, *rel)
         if not os.path.isfile(path):
             continue
         table = sources.tables(path, siblings=False).get("_CONFIG_REGISTRY")
-        table = table if isinstance(table, dict) else {}
+        if not isinstance(table, dict):
+            continue  # a shim that re-exports it (0.5.2x's utils/hf_transformers_utils.py): look on
         wanted = set(str(k)[:-len(".model_type")].split(".")[-1] for k in table if isinstance(k, Symbol))
         types = config_model_types(os.path.join(root, "srt", "configs"), sources, wanted) if wanted else {}
         for key, value in table.items():
@@ -201,8 +205,65 @@ def read_sglang(root, sources):
                 key = types.get(key[:-len(".model_type")].split(".")[-1])
             if isinstance(key, str) and key:
                 config_types[str(key)] = name
+        rewrites = config_rewrites(sources.text(path))
         break
-    return {"architectures": architectures, "config_types": config_types}
+    return {"architectures": architectures, "config_types": config_types, "rewrites": rewrites}
+
+
+#: Where SGLang keeps _CONFIG_REGISTRY and get_config: 0.4-0.5.1x, then the hf_transformers package
+#: that 0.5.2x split them into (the old module a shim that re-exports it).
+SGLANG_CONFIG_MODULES = (("srt", "utils", "hf_transformers_utils.py"), ("srt", "hf_transformers_utils.py"),
+                         ("srt", "utils", "hf_transformers", "common.py"),
+                         ("srt", "utils", "hf_transformers", "config.py"))
+_MODEL_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*[a-z0-9]$")
+
+
+def _string(node):
+    """The text of a string literal (any Python 3's ast), else None."""
+    ok, value = const_value(node)
+    return value if ok and isinstance(value, str) else None
+
+
+def config_rewrites(data):
+    """Model types the engine's config loader rewrites before building a config: a top-level
+    function that sets `CONFIG["model_type"] = "T"` (and maybe `CONFIG["architectures"] = [...]`)
+    on the JSON it reads, named for the model type S it handles, which the module tests for
+    (SGLang 0.5.3's `_load_deepseek_v32_model`, called by get_config when `"deepseek_v32" in
+    str(e)` of transformers' ValueError: a deepseek_v32 config is built as deepseek_v3 when the
+    installed transformers does not know deepseek_v32). S -> {model_type, architectures, by}."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return {}
+    tested = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left] + list(node.comparators):
+                text = _string(operand)
+                if text and _MODEL_TYPE_NAME.match(text):
+                    tested.add(text)
+    found = {}
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        target_type, archs = None, None
+        for node in ast.walk(function):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)):
+                continue
+            key = node.targets[0].slice
+            key = _string(key.value if type(key).__name__ == "Index" else key)  # (3.8's Index)
+            if key == "model_type" and _string(node.value):
+                target_type = _string(node.value)
+            elif key == "architectures" and isinstance(node.value, ast.List) and all(
+                    _string(e) for e in node.value.elts):
+                archs = [_string(e) for e in node.value.elts]
+        if not target_type:
+            continue
+        words = "_%s_" % function.name.strip("_")
+        for source_type in sorted(tested):
+            if source_type != target_type and ("_%s_" % source_type) in words:
+                found[source_type] = {"model_type": target_type, "architectures": archs, "by": function.name}
+    return found
 
 
 READERS = {"transformers": read_transformers, "vllm": read_vllm, "sglang": read_sglang}
@@ -268,6 +329,8 @@ def excerpt(engines, types, archs):
             part["sizes"]["mappings"] = len(mappings)
         else:
             known = engine.get("architectures") or {}
+            rewrites = engine.get("rewrites") or {}
+            part["rewrites"] = dict((t, rewrites[t]) for t in types if t in rewrites)
             part["architectures"] = dict((a, known.get(a)) for a in archs)
             part["transformers_backend"] = "TransformersForCausalLM" in known
             part["sizes"]["architectures"] = len(known)
@@ -312,6 +375,12 @@ def architecture_section(args, emit):
         per_model[model] = {"model_types": model_types, "architectures": model_archs}
         types += [t for t in model_types if t not in types]
         archs += [a for a in model_archs if a not in archs]
+    for engine in engines.values():  # what an engine rewrites a model's config to is looked up too
+        for model_type in list(types):
+            rewrite = (engine.get("rewrites") or {}).get(model_type) or {}
+            if rewrite.get("model_type") and rewrite["model_type"] not in types:
+                types.append(rewrite["model_type"])
+            archs += [a for a in rewrite.get("architectures") or [] if a not in archs]
     return {"engines": excerpt(engines, types, archs), "models": per_model, "cache": state,
             "files_read": len(sources.read), "bytes_read": sources.bytes,
             "host_seconds": round(time.time() - started, 4)}

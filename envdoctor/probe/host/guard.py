@@ -138,13 +138,19 @@ def main(request):
     watcher = start_watchdog((deadline or 3600.0) + WATCH_GRACE) if request.get("watch") else None
     names = list(request.get("sections", {}).items())
     finished = []
+    seconds = {}  # each section's wall time, for the end record (what a bench prints)
     if deadline:
         arm_deadline(deadline)
+    started = time.monotonic()
     try:
         for name, args in names:
             start_early(name, args)
         for name, args in names:
-            run_section(name, args, finished)
+            started = time.monotonic()
+            try:
+                run_section(name, args, finished)
+            finally:
+                seconds[name] = round(time.monotonic() - started, 3)
     except ProbeDeadline:
         pass
     finally:
@@ -154,7 +160,7 @@ def main(request):
         why = "did not finish" if position == 0 else "not run"
         emit_line({"section": name, "error": "%s: the probe's deadline of %gs passed (it stops itself before "
                                              "envdoctor's timeout)" % (why, deadline)})
-    emit_line(end_record(unfinished))
+    emit_line(end_record(unfinished, seconds))
     if watcher is not None:
         # Stopped at the deadline: a child it started may still run, and the watcher ends it.
         finish_watchdog(watcher, clean=not unfinished)

@@ -1,5 +1,5 @@
 # Runs ON THE HOST (stdlib only, Python 3.6+): see core.py for the rules.
-# Section "host": what a non-interactive command reaches (python3, pip), GPUs, free disk.
+# Section "host": what a non-interactive command reaches (python3, pip, uv), GPUs, free disk.
 
 import os
 import platform
@@ -9,7 +9,11 @@ import sys
 
 from envdoctor.probe.host.core import run_command, section
 from envdoctor.probe.host.discovery import real_if_moved
-from envdoctor.probe.host.shims import follow_launcher, script_interpreter
+from envdoctor.probe.host.shims import follow_launcher, script_interpreter, search_path
+
+#: Where uv's installer puts uv when it is not on the PATH of a non-interactive command
+#: (~/.local/bin; older installers used cargo's ~/.cargo/bin).
+MACHINE_UV_DIRS = (".local/bin", ".cargo/bin")
 
 def describe_program(path):
     """Where a program found on PATH really points: its realpath, the file that really runs
@@ -45,6 +49,27 @@ def describe_pip(path):
         if folder:
             info["interpreter_real_dir"] = folder
     return info
+
+
+def describe_uv(home):
+    """The uv that fix installs with into a venv that has no pip: the first `uv` on the PATH of
+    a non-interactive command, else where uv's installer puts it; shims followed by reading
+    them (a pyenv shim whose version lacks uv is skipped), never run. None when there is none."""
+    candidates = []
+    found = search_path("uv")
+    if found:
+        candidates.append((found, "PATH"))
+    for folder in MACHINE_UV_DIRS:
+        candidates.append((os.path.join(home, folder, "uv"), "~/" + folder))
+    for path, where in candidates:
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            continue
+        info = describe_program(path)
+        if info.get("error") or not info["resolved"]:
+            continue
+        info["found_in"] = where
+        return info
+    return None
 
 
 def gpu_facts():
@@ -106,6 +131,7 @@ def host_section(args, emit):
         "path_env": env.get("ENVDOCTOR_PATH", env.get("PATH", "")),
         "probe_python": {"executable": os.path.realpath(sys.executable), "version": platform.python_version()},
         "on_path": on_path,
+        "uv": describe_uv(home),
         "gpu": gpu_facts(),
         "disk": disk_facts([home] + list(args.get("disk_paths", []))),
     }

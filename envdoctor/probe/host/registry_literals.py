@@ -4,7 +4,8 @@
 # transformers spells CONFIG_MAPPING_NAMES as `OrderedDict[str, str]([(k, v), ...])` (4.x),
 # imports it from auto_mappings.py and `.update()`s it (5.x); vLLM builds _VLLM_MODELS as
 # `{**_TEXT_GENERATION_MODELS, ...}` and _CONFIG_REGISTRY as `LazyConfigDict(k="Cls", ...)`;
-# SGLang's _CONFIG_REGISTRY is a list of classes turned into `{c.model_type: c for c in ...}`.
+# SGLang's _CONFIG_REGISTRY is a list of classes turned into `{c.model_type: c for c in ...}`,
+# with `_CONFIG_REGISTRY["deepseek_v32"] = Alias` added below it (0.5.2x).
 # A name that is not a table (a class, a function's result) stays a Symbol: its dotted text.
 
 import ast
@@ -42,6 +43,8 @@ class TableReader(object):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     self.values[target.id] = value
+                elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                    self.set_item(target, value)  # TABLE["key"] = value on a table read before
         elif kind == "AnnAssign" and node.value is not None and isinstance(node.target, ast.Name):
             self.values[node.target.id] = self.value(node.value)
         elif kind == "Expr" and isinstance(node.value, ast.Call):
@@ -55,6 +58,24 @@ class TableReader(object):
         elif kind in ("Try", "TryStar"):
             for inner in node.body:
                 self.statement(inner)
+        elif kind == "If":
+            # `if X: TABLE["k"] = A else: TABLE["k"] = B`: the key is there either way; the first
+            # branch's value is kept (which one runs is the host's import state, never evaluated).
+            for inner in node.body + node.orelse:
+                if type(inner).__name__ in ("If", "Try", "TryStar"):
+                    self.statement(inner)
+                elif type(inner).__name__ == "Assign" and all(isinstance(t, ast.Subscript) for t in inner.targets):
+                    for target in inner.targets:
+                        if isinstance(target.value, ast.Name):
+                            self.set_item(target, self.value(inner.value), keep=True)
+
+    def set_item(self, target, value, keep=False):
+        table = self.values.get(target.value.id)
+        key_node = target.slice.value if type(target.slice).__name__ == "Index" else target.slice  # (3.8's Index)
+        ok, key = const_value(key_node)
+        if isinstance(table, dict) and ok and isinstance(key, str) and not (keep and key in table):
+            self.count()
+            table[key] = value
 
     def update_call(self, call):
         """`NAME.update({...})` (or pairs, or keywords) on a table read before."""

@@ -4,7 +4,8 @@
 # toolkit's version file, the job-relevant environment variables (secrets masked here, on
 # the host: a secret's value never leaves it, only a fingerprint that tells two apart) and,
 # when asked, `nvidia-smi topo -m` as text. Everything is read from files, except the
-# topology, which only nvidia-smi knows.
+# topology, which only nvidia-smi knows; nvcc's version is the string `nvcc --version`
+# prints, read from the binary, never run.
 
 import hashlib
 import os
@@ -12,7 +13,7 @@ import platform
 import re
 import sys
 
-from envdoctor.probe.host.core import open_regular, run_command, section
+from envdoctor.probe.host.core import open_regular, regular_chunks, run_command, section
 
 #: Most bytes read of one small system file (/proc/cpuinfo of a 256-CPU host is ~300 KB).
 SMALL_FILE_LIMIT = 4 << 20
@@ -127,29 +128,109 @@ def limits():
 
 
 _CUDA_TXT = re.compile(r"CUDA Version\s+(\d+(?:\.\d+)+)")
+#: What `nvcc --version` prints, held as a string in the nvcc binary itself.
+_NVCC_RELEASE = re.compile(br"Cuda compilation tools, release [0-9.]+, V(\d+(?:\.\d+)+)")
+#: Most bytes of an nvcc binary searched for its version (CUDA 13's is ~30 MB, its string at ~24 MB).
+NVCC_LIMIT = 256 << 20
+#: A wrapper script in nvcc's place (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`) is this small at most.
+WRAPPER_LIMIT = 8192
+_EXEC_TARGET = re.compile(r"(?:^|[;&|\s])exec\s+[\"']?(/[^\s\"';&|]*/nvcc)[\"']?(?=\s|$)", re.M)
 
 
-def cuda_toolkit():
-    """The CUDA toolkit torch's extension builder would pick (CUDA_HOME, CUDA_PATH, else
-    /usr/local/cuda) and its version, from version.json (CUDA 11.1+) or version.txt."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-    facts = {"home": home, "exists": os.path.isdir(home), "version": None, "source": None}
-    if not facts["exists"]:
-        return facts
+_NVCC_SEEN = {}
+
+
+def nvcc_release(path):
+    """(version, source) of the nvcc binary at `path`, from the string `nvcc --version` prints
+    (read in chunks, never run); (None, why) when it has none. Each binary is read once a run."""
+    real = os.path.realpath(path)
+    if real not in _NVCC_SEEN:
+        _NVCC_SEEN[real] = _nvcc_release_read(path)
+    version, why = _NVCC_SEEN[real]
+    return (version, path) if version else (None, why)
+
+
+def _nvcc_release_read(path):
+    tail, offset = b"", 0
+    try:
+        for chunk in regular_chunks(path, NVCC_LIMIT, head=True, note=False):
+            data = tail + chunk
+            found = _NVCC_RELEASE.search(data)
+            if found:
+                return found.group(1).decode("ascii"), path
+            tail, offset = data[-200:], offset + len(chunk)
+    except OSError as exc:
+        return None, "%s: %s" % (path, exc.strerror or exc)
+    return None, "%s: no version string in its first %d bytes" % (path, min(offset, NVCC_LIMIT))
+
+
+def nvcc_target(path, hops=4):
+    """The nvcc binary that `path` runs: itself, or what a small wrapper script in its place
+    execs (`/usr/local/bin/nvcc` holding `exec /usr/local/cuda-13.0/bin/nvcc "$@"`), followed
+    `hops` times at most."""
+    for _ in range(hops):
+        try:
+            head = read_limited(path, WRAPPER_LIMIT + 1)
+        except (OSError, UnicodeError):
+            return path
+        if not head.startswith("#!") or len(head) > WRAPPER_LIMIT:
+            return path
+        found = _EXEC_TARGET.search(head)
+        if not found or os.path.realpath(found.group(1)) == os.path.realpath(path):
+            return path
+        path = found.group(1)
+    return path
+
+
+def cuda_toolkit_version(home):
+    """(version, source) of the CUDA toolkit at `home`: its version.json (CUDA 11.1+), its
+    version.txt, else the string its bin/nvcc prints for `nvcc --version` (a toolkit made of
+    NVIDIA's wheels, `nvidia-cuda-nvcc` and `cuda-toolkit`, has neither file)."""
     import json
 
     try:
         data = json.loads(read_limited(os.path.join(home, "version.json"), 1 << 20))
-        facts["version"] = str((data.get("cuda") or {}).get("version") or "") or None
-        facts["source"] = os.path.join(home, "version.json")
+        version = str((data.get("cuda") or {}).get("version") or "") or None
+        if version:
+            return version, os.path.join(home, "version.json")
     except (OSError, ValueError, AttributeError):
-        try:
-            found = _CUDA_TXT.search(read_limited(os.path.join(home, "version.txt"), 4096))
-        except (OSError, UnicodeError):
-            found = None
-        if found:
-            facts["version"], facts["source"] = found.group(1), os.path.join(home, "version.txt")
-    facts["nvcc"] = os.path.isfile(os.path.join(home, "bin", "nvcc"))
+        pass
+    try:
+        found = _CUDA_TXT.search(read_limited(os.path.join(home, "version.txt"), 4096))
+    except (OSError, UnicodeError):
+        found = None
+    if found:
+        return found.group(1), os.path.join(home, "version.txt")
+    nvcc = os.path.join(home, "bin", "nvcc")
+    if os.path.isfile(nvcc):
+        version, source = nvcc_release(nvcc_target(nvcc))
+        if version:
+            return version, source
+    return None, None
+
+
+def cuda_toolkit():
+    """The CUDA toolkit torch's extension builder would pick (CUDA_HOME, CUDA_PATH, else
+    /usr/local/cuda) and its version; and `nvcc_on_path`: the nvcc that `nvcc --version` runs
+    (what collect_env reports as "CUDA runtime version"), through a wrapper script to the
+    binary, with the version it prints (else its toolkit's version file's)."""
+    import shutil
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    facts = {"home": home, "exists": os.path.isdir(home), "version": None, "source": None}
+    if facts["exists"]:
+        facts["version"], facts["source"] = cuda_toolkit_version(home)
+        facts["nvcc"] = os.path.isfile(os.path.join(home, "bin", "nvcc"))
+    on_path = shutil.which("nvcc")
+    if on_path:
+        # What the binary itself prints first (`V12.8.93`, where version.json may say 12.8.1).
+        binary = nvcc_target(on_path)
+        version, source = nvcc_release(binary)
+        if version is None:
+            version, source = cuda_toolkit_version(os.path.dirname(os.path.dirname(os.path.realpath(binary))))
+        facts["nvcc_on_path"] = {"path": on_path, "binary": binary, "version": version, "source": source}
+    else:
+        facts["nvcc_on_path"] = None
     return facts
 
 
