@@ -64,7 +64,7 @@ def test_the_probe_runs_under_every_login_shell(shell):
     assert lines[0] == PROBE_HELLO, lines[:2]  # the protocol's first line (transport/first_line.py)
     answers = [json.loads(ln) for ln in lines[1:]]
     answers = [a for a in answers if "program_code" not in a]  # (the bootstrap's note that it kept the program)
-    assert answers[-1] == {"done": True} and answers[0]["section"] == "host" and "data" in answers[0]
+    assert answers[-1]["done"] is True and answers[0]["section"] == "host" and "data" in answers[0]
 
 
 def test_a_line_every_shell_reads_alike_is_sent_as_it_is():
