@@ -55,21 +55,45 @@ def inventory(folder: Path, venvs: dict[str, Path]) -> Path:
     return folder
 
 
+#: Seconds the slow but honest host's interpreter takes to start (a loaded NFS home).
+SLOW_START = 20
+
+
+def slow_venv(venv: Path) -> Path:
+    """``venv`` whose python3 starts SLOW_START seconds late, then is the venv's own."""
+    python = venv / "bin" / "python3"
+    python.rename(venv / "bin" / "python3.real")
+    python.write_text(f'#!/bin/sh\nsleep {SLOW_START}\nexec "$(dirname "$0")/python3.real" "$@"\n')
+    python.chmod(0o755)
+    return venv
+
+
+def with_alias(ssh_config: Path, alias: str, folder: Path) -> Path:
+    """The test sshd's ssh_config with one more alias for it (a copy of ct200's entry)."""
+    text = ssh_config.read_text()
+    block = text.split("Host ct200\n", 1)[1].split("\nHost ", 1)[0]
+    copy = folder / "ssh_config"
+    copy.write_text(text + f"\nHost {alias}\n{block}\n")
+    return copy
+
+
 @pytest.fixture(scope="module")
 def fleet(sshd, venv_factory, tmp_path_factory) -> dict[str, Path]:
-    """ct200 with a real venv; b300, gpu-a and gpu-b with the hostile interpreters above."""
+    """ct200 with a real venv; b300, gpu-a and gpu-b with the hostile interpreters above; slow
+    (one more alias of the sshd) with a real venv whose interpreter starts 20 s late."""
     root = tmp_path_factory.mktemp("hostile interpreters")
-    venvs = {"ct200": venv_factory("healthy beside hostile")}
+    venvs = {"ct200": venv_factory("healthy beside hostile"), "slow": slow_venv(venv_factory("slow to start"))}
     venvs.update({name: hostile_venv(root, name, script) for name, script in HOSTILE.items()})
-    return {**venvs, "config": inventory(root / "config", venvs)}
+    config = inventory(root / "config", venvs)
+    return {**venvs, "config": config, "ssh_config": with_alias(sshd.ssh_config, "slow", config)}
 
 
 @pytest.fixture(scope="module")
 def checked(run_cli, sshd, fleet):
-    """One `check` of the four hosts at the default --timeout (900 s), timed."""
+    """One `check` of the five hosts at the default --timeout (900 s), timed."""
     run_id = unique_run_id("first-line")
     started = time.monotonic()
-    res = run_cli("check", "ct200", *HOSTILE, "--ssh-config", str(sshd.ssh_config), "--format", "json",
+    res = run_cli("check", "ct200", "slow", *HOSTILE, "--ssh-config", str(fleet["ssh_config"]), "--format", "json",
                   "--output", "report.json", cwd=fleet["config"], env={"ENVDOCTOR_RUN_ID": run_id}, timeout=400)
     return res, time.monotonic() - started, run_id, fleet["config"] / "report.json"
 
@@ -81,7 +105,7 @@ def test_the_fleet_finishes_within_the_first_line_bound_not_the_timeout(checked)
     assert res.exit_status == 1, res.stderr[-2000:]
     assert elapsed < FIRST_LINE_SECONDS + 45, elapsed
     hosts = [h["host"] for h in json.loads(report.read_text())["hosts"]]
-    assert hosts == ["ct200", *HOSTILE]
+    assert hosts == ["ct200", "slow", *HOSTILE]
 
 
 def host_results(report: Path, name: str) -> dict[str, dict]:
@@ -94,6 +118,13 @@ def test_the_healthy_host_is_checked_in_full(checked):
     results = host_results(checked[3], "ct200")
     assert results["host.python"]["status"] == "pass", results["host.python"]
     assert results["python.venv"]["status"] == "pass", results["python.venv"]
+
+
+def test_a_slow_but_honest_interpreter_stays_within_the_bound(checked):
+    """An interpreter that takes 20 s to start (a loaded NFS home) runs the probe as any other."""
+    results = host_results(checked[3], "slow")
+    assert results["host.python"]["status"] == "pass", results["host.python"]
+    assert results["host.probe"]["status"] == "pass", results["host.probe"]
 
 
 def protocol_error(report: Path, name: str) -> str:
