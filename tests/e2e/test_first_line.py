@@ -23,6 +23,7 @@ from envdoctor.errors import ProtocolError
 from envdoctor.transport.first_line import FIRST_LINE_SECONDS, GUARD_SH, FirstLine
 from envdoctor.transport.local import LocalTransport
 from envdoctor.transport.ssh import SSHOptions, SSHTarget, SSHTransport
+from envdoctor.transport.watched import run_watched
 
 pytestmark = pytest.mark.e2e
 
@@ -268,3 +269,20 @@ def test_check_names_the_fifo_records_distribution(run_cli, sshd, fifo_fleet):
     assert results["host.probe"]["status"] == "warn", results["host.probe"]
     assert "'s RECORD): a FIFO, not a regular file" in results["host.probe"]["message"], results["host.probe"]
     assert results["python.venv"]["status"] == "pass"
+
+
+def test_the_command_watch_refuses_an_interpreter_that_does_not_run_it(sshd, fleet):
+    """pip and the patch writer run under the command watch: its interpreter's first line is
+    held to the same rule, so a broken venv python is the host's error at once, not at pip's
+    30-minute limit."""
+
+    async def run():
+        transport = SSHTransport("gpu-a", SSHTarget("gpu-a"), SSHOptions(config_files=(str(sshd.ssh_config),)))
+        async with transport:
+            return await run_watched(transport, ["true"], python=str(fleet["gpu-a"] / "bin" / "python3"),
+                                     timeout=1800)
+
+    started = time.monotonic()
+    with pytest.raises(ProtocolError, match="command watch .* not envdoctor's protocol: it printed '\\[\\[\\["):
+        asyncio.run(run())
+    assert time.monotonic() - started < 10
