@@ -161,7 +161,10 @@ def probe_complete(ctx: CheckContext) -> CheckResult:
         parts.append(f"{count} file{'s' if count > 1 else ''} not read: {named}" + (f" (and {rest} more)" if rest else ""))
     if not parts:
         return passed("every section finished; every file the probe looked at was read")
-    return warned("; ".join(parts), unfinished=list(probe.unfinished),
+    # Stopped by its own deadline (the end record lists what it did not finish), not a probe
+    # that died: envdoctor's --timeout ran out, which a gate must not take for the node's fault.
+    deadline = bool(probe.unfinished) and probe.complete
+    return warned("; ".join(parts), unfinished=list(probe.unfinished), deadline=deadline,
                   skipped=[{"section": s.section, "path": s.path, "why": s.why} for s in probe.skipped],
                   skipped_more=probe.skipped_more,
                   remedy=Remedy(summary="give the host more time (--timeout) or remove what the probe stalls on",

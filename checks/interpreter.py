@@ -20,6 +20,10 @@ from envdoctor.engine.results import CheckResult, Remedy, failed, passed, warned
 )
 def venv_runs(ctx: CheckContext) -> CheckResult:
     facts = ctx.facts
+    # A venvs section the probe did not finish (its deadline, a probe that died) says nothing
+    # about the venv: an error (could not look), never "does not exist" (a gate drains on that).
+    if unread := ctx.section_failed("venvs", "the probe could not read the Python environments"):
+        return unread
     if ctx.spec.venv:
         env = facts.env_at(ctx.spec.venv)
         found = [e.prefix for e in facts.envs if e.prefix not in facts.configured_envs]

@@ -219,6 +219,7 @@ def work_unit(nodeid: str) -> str:
 #: first. They start before the others, so that none is left running alone at the end of the
 #: run; the order changes only how long the run takes, never what it tests.
 SLOW_FIRST = tuple(f"tests/{name}.py" for name in (
+    "e2e/test_slurm_gate",  # (~3 min, most of it waiting for Slurm's health check runs: little CPU)
     "e2e/test_interrupts", "e2e/test_ssh_parity", "e2e/test_patch_real_libraries", "e2e/test_model_cache",
     "e2e/test_faults_fix", "e2e/test_patches", "e2e/test_drift", "e2e/test_model_layouts",
     "oracle/test_engine_registries", "e2e/test_consistency_vs_pip", "e2e/test_hostile_neighbours",

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import pkgutil
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -162,8 +163,11 @@ class CheckGraph:
         settings: RemedySettings = RemedySettings(),
         *,
         only: Iterable[str] | None = None,
+        until: float | None = None,
     ) -> list[CheckResult]:
-        """Run every check (or ``only`` those and their prerequisites) in order."""
+        """Run every check (or ``only`` those and their prerequisites) in order. ``until`` (a
+        time.monotonic): the host's budget; a check not started by then is not judged (an
+        ``error`` whose details say ``deadline``), so --timeout bounds the judging too."""
         selected = self.closure(only) if only is not None else set(self.checks)
         waivers = dict(spec.skip)
         results: dict[str, CheckResult] = {}
@@ -172,6 +176,12 @@ class CheckGraph:
             if check_id not in selected:
                 continue
             item = self.checks[check_id]
+            if until is not None and time.monotonic() > until:
+                results[check_id] = CheckResult(
+                    check_id, Status.ERROR, "not judged: the host's --timeout ran out before this check ran",
+                    title=item.title, details={"deadline": True})
+                reported.append(results[check_id])
+                continue
             result = self._evaluate_one(item, CheckContext(spec, facts, settings, results))
             if result.findings:
                 # One result per subject, each waivable alone (ID:SUBJECT) or with the check (ID);

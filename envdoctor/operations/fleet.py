@@ -85,6 +85,19 @@ class HostReport:
         return not any(r.status.is_problem for r in self.results) and all(a.ok for a in self.actions)
 
     @property
+    def timed_out(self) -> bool:
+        """envdoctor's own deadline (--timeout) stopped the work on this host before every
+        check could be judged: the host did not finish in time, or the probe stopped at its
+        deadline. The checks it left unjudged are ``error`` results that say so; a gate that
+        must not blame the node for envdoctor's own time reads this (see docs/cluster-gate.md)."""
+        for result in self.results:
+            if result.id == "host.reachable" and result.details.get("kind") == "timeout":
+                return True
+            if result.details.get("deadline") is True:  # host.probe's, or a check not judged in time
+                return True
+        return False
+
+    @property
     def changed(self) -> list[Change]:
         """For fix: each check whose state differs between before and now (nothing for check)."""
         return [] if self.before is None else changes(self.before, self.results)
@@ -247,7 +260,8 @@ class HostRun:
         return None if self.settings.timeout is None else self.started + self.settings.timeout
 
     def evaluate(self, facts: HostFacts) -> list[CheckResult]:
-        results = self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only)
+        results = self.graph.evaluate(self.spec, facts, self.settings.remedies, only=self.settings.only,
+                                      until=self.until)
         if any(r.remedy is not None and r.remedy.kind == "command" and r.remedy.payload for r in results):
             # (only with an install remedy, whose check has imported the install modules already)
             from envdoctor.install.uv_remedy import with_host_installer

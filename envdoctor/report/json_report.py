@@ -13,6 +13,7 @@ def host_json(host: HostReport) -> dict[str, Any]:
         "host": host.spec.name,
         "destination": host.spec.destination,
         "ok": host.ok,
+        "timed_out": host.timed_out,
         "results": [r.to_json() for r in host.results],
     }
     if host.spec.venv:

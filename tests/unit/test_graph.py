@@ -120,3 +120,25 @@ def test_fleet_check_with_only_asks_the_probe_for_those_sections_alone(monkeypat
     assert asked[-1] == sorted(gather.default_sections())
     assert {"system", "digests"} <= set(gather.PROBE_SECTIONS) - set(gather.default_sections())  # on demand only
     assert "model-search" not in asked[-1] and "model-search" in gather.PROBE_SECTIONS
+
+
+def test_checks_not_started_by_the_hosts_deadline_are_not_judged():
+    """Once the host's budget has run out, a check that has not started is an error marked
+    `deadline` (envdoctor's own time, not the host's fault), and the ones before it stand."""
+    import itertools
+    import time
+
+    clock = itertools.count()
+    calls = []
+
+    def slow(ctx):
+        calls.append(next(clock))
+        time.sleep(0.05)
+        return passed("x")
+
+    graph = CheckGraph([Check("a", "A", slow), Check("b", "B", slow), Check("c", "C", slow)])
+    results = {r.id: r for r in graph.evaluate(SPEC, FACTS, until=time.monotonic() + 0.02)}
+    assert results["a"].status is Status.PASS and len(calls) == 1
+    for late in ("b", "c"):
+        assert results[late].status is Status.ERROR and results[late].details == {"deadline": True}
+        assert "--timeout" in results[late].message
