@@ -59,6 +59,11 @@ class CommandTimeout(TransportError):
     """A command on the host did not finish within its time limit."""
 
 
+class ProtocolError(TransportError):
+    """A host program's interpreter did not speak envdoctor's protocol: its first line was not
+    the program's, or did not come in time (see transport/first_line.py)."""
+
+
 class ProbeError(EnvdoctorError):
     """The probe ran but its output could not be used."""
 

@@ -223,7 +223,7 @@ SLOW_FIRST = tuple(f"tests/{name}.py" for name in (
     "e2e/test_interrupts", "e2e/test_ssh_parity", "e2e/test_patch_real_libraries", "e2e/test_model_cache",
     "e2e/test_faults_fix", "e2e/test_patches", "e2e/test_drift", "e2e/test_model_layouts",
     "oracle/test_engine_registries", "e2e/test_consistency_vs_pip", "e2e/test_hostile_neighbours",
-    "e2e/test_env_choice", "e2e/test_fleet_diff",
+    "e2e/test_env_choice", "e2e/test_fleet_diff", "e2e/test_first_line",
 ))
 
 

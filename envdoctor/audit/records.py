@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import os
+import posixpath
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -22,6 +24,7 @@ from envdoctor.logsafe import get_logger
 from envdoctor.patching.ledger import LedgerEntry, applied_patches, parse_ledger, unfinished
 from envdoctor.probe.program import (
     ProbeOutput,
+    SkippedFile,
     register_section,
     run_probe,
     section_code_digest,
@@ -213,6 +216,26 @@ def reconcile(items: Iterable[Mapping[str, Any]], ledger: Mapping[str, Any] | No
     return files, notes
 
 
+_RECORD_NOT_READ = re.compile(r"RECORD not read \((.+)\): its files cannot be verified")
+
+
+def unreadable_records(distributions: Iterable[DistributionSummary],
+                       skipped: Iterable[SkippedFile]) -> list[AuditedFile]:
+    """A RECORD the probe found but did not read (a FIFO, a device, over its budget) is its
+    distribution's file in a state other than as installed: named, with why."""
+    why_by_path = {s.path: s.why for s in skipped}
+    found = []
+    for dist in distributions:
+        if dist.record != "unreadable" or dist.kind != "dist-info":
+            continue
+        path = posixpath.join(dist.path, "RECORD")
+        why = why_by_path.get(path) or next(
+            (m.group(1) for m in map(_RECORD_NOT_READ.match, dist.notes) if m), "not read")
+        found.append(AuditedFile(path, dist.name, FileState.MODIFIED,
+                                 f"unreadable: {why}; the distribution's files cannot be verified", dist.version))
+    return found
+
+
 class RecordAuditor:
     """Audits one host's environment in one probe run."""
 
@@ -244,6 +267,9 @@ class RecordAuditor:
         data = output.sections.get(AUDIT_SECTION) or {}
         ledger = output.sections.get(LEDGER_SECTION)
         files, ledger_notes = reconcile(output.items.get(AUDIT_SECTION, []), ledger)
+        distributions = tuple(DistributionSummary.from_probe(d) for d in data.get("distributions") or ())
+        files = sorted([*files, *unreadable_records(distributions, output.skipped)],
+                       key=lambda f: (f.distribution.lower(), f.path))
         notes = list(data.get("notes") or []) + ledger_notes
         notes.extend(f"not read: {s.describe()}" for s in output.skipped)
         if output.skipped_more:
@@ -258,7 +284,7 @@ class RecordAuditor:
             default_env=bool(data.get("default")),
             site_packages=tuple(data.get("site_packages") or ()),
             files=tuple(files),
-            distributions=tuple(DistributionSummary.from_probe(d) for d in data.get("distributions") or ()),
+            distributions=distributions,
             conflicts=tuple(data.get("conflicts") or ()),
             notes=tuple(notes),
             stats=dict(data.get("stats") or {}),

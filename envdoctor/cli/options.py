@@ -18,6 +18,7 @@ import click
 from envdoctor.cli.output import validate_output
 from envdoctor.errors import UsageError
 from envdoctor.report import FORMATS
+from envdoctor.transport.first_line import FIRST_LINE_SECONDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[F], F]
@@ -71,7 +72,9 @@ CONNECT_TIMEOUT = click.option(
          "[default: the SSH config's ConnectTimeout, else 15].")
 TIMEOUT = click.option(
     "--timeout", type=click.FloatRange(min=1), default=DEFAULTS["timeout"], show_default=True,
-    help="Deadline in seconds for all the work on one host.")
+    help="Deadline in seconds for all the work on one host. An interpreter that does not start "
+         f"envdoctor's program within {FIRST_LINE_SECONDS:g} s (or this deadline, if shorter) is "
+         "that host's error then, not at the deadline.")
 PARALLEL = click.option(
     "--parallel", type=click.IntRange(min=1), default=DEFAULTS["parallel"], show_default=True,
     help="Hosts worked on at the same time.")

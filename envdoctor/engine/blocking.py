@@ -18,7 +18,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envdoctor.errors import CommandTimeout, TransportError
-from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport
+from envdoctor.transport.first_line import FirstLine, FirstLineWatch, GuardNote
+from envdoctor.transport.interface import MAX_OUTPUT_BYTES, BoundedSink, CommandResult, OutputSink, Transport
 
 if TYPE_CHECKING:
     from envdoctor.inventory import HostSpec
@@ -105,6 +106,7 @@ class BlockingLocalTransport(Transport):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         hold_stdin: bool = False,
+        first_line: FirstLine | None = None,
     ) -> CommandResult:
         limit, budget = timeout, False
         if hold_stdin and stdin is None:
@@ -124,11 +126,18 @@ class BlockingLocalTransport(Transport):
             return CommandResult(tuple(argv), 127, b"", f"{argv[0]}: not found\n".encode())
         except OSError as exc:
             raise TransportError(f"cannot run {argv[0]} locally: {exc}") from exc
+        out, err = BoundedSink(MAX_OUTPUT_BYTES), BoundedSink(MAX_OUTPUT_BYTES)
+        watch = FirstLineWatch(first_line, out, time.monotonic(), timeout)
+        errors = GuardNote(err) if first_line else None
         try:
-            out, out_cut, err, err_cut = _exchange(proc, stdin, None if limit is None else time.monotonic() + limit,
-                                                   hold_stdin)
+            _exchange(proc, stdin, None if limit is None else time.monotonic() + limit, hold_stdin, watch,
+                      errors or err)
+            if errors:
+                errors.close()
         except subprocess.TimeoutExpired:
             _stop(proc)
+            if watch.overdue(time.monotonic()):
+                raise watch.error(self.name, err.value()[0], timeout) from None
             if budget:
                 raise DeadlineExceeded() from None
             raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g}s on {self.name}") from None
@@ -138,7 +147,10 @@ class BlockingLocalTransport(Transport):
         status = proc.wait()
         if proc.stdin is not None:
             proc.stdin.close()  # (held open until now: see Transport.run)
-        return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
+        if watch.broken:
+            raise watch.error(self.name, err.value()[0], timeout)
+        (stdout, out_cut), (stderr, err_cut) = out.value(), err.value()
+        return CommandResult(tuple(argv), status, stdout, stderr, out_cut or err_cut)
 
     async def stream(
         self,
@@ -155,14 +167,12 @@ class BlockingLocalTransport(Transport):
         return result.exit_status
 
 
-def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, until: float | None,
-              hold_stdin: bool = False) -> tuple[bytes, bool, bytes, bool]:
-    """Feed stdin (closed after the data unless ``hold_stdin``) and read both outputs to their
-    ends (each kept up to MAX_OUTPUT_BYTES) before ``until``; raises subprocess.TimeoutExpired
-    after it."""
-    kept: dict[Any, list[bytes]] = {proc.stdout: [], proc.stderr: []}
-    sizes = {proc.stdout: 0, proc.stderr: 0}
-    cut = {proc.stdout: False, proc.stderr: False}
+def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, until: float | None, hold_stdin: bool,
+              stdout: FirstLineWatch, stderr: OutputSink) -> None:
+    """Feed stdin (closed after the data unless ``hold_stdin``) and hand both outputs to their
+    sinks to their ends before ``until``; raises subprocess.TimeoutExpired after it, or as soon
+    as ``stdout``'s first line is refused or overdue (its deadline)."""
+    sinks: dict[Any, OutputSink] = {proc.stdout: stdout, proc.stderr: stderr}
     view, sent = memoryview(data or b""), 0
     with selectors.DefaultSelector() as selector:
         if proc.stdin is not None:
@@ -173,7 +183,8 @@ def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, until: float | 
         for stream in (proc.stdout, proc.stderr):
             selector.register(stream, selectors.EVENT_READ)
         while selector.get_map():
-            wait = None if until is None else until - time.monotonic()
+            ends = [t for t in (until, None if stdout.spoken else stdout.deadline()) if t is not None]
+            wait = min(ends) - time.monotonic() if ends else None
             if wait is not None and wait <= 0:
                 raise subprocess.TimeoutExpired(proc.args, 0)
             for key, _ in selector.select(wait):
@@ -191,18 +202,11 @@ def _exchange(proc: subprocess.Popen[bytes], data: bytes | None, until: float | 
                 if not chunk:
                     selector.unregister(key.fileobj)
                     continue
-                room = MAX_OUTPUT_BYTES - sizes[key.fileobj]
-                if room > 0:
-                    kept[key.fileobj].append(chunk[:room])
-                    sizes[key.fileobj] += min(room, len(chunk))
-                if len(chunk) > room:
-                    cut[key.fileobj] = True
+                sinks[key.fileobj](chunk)
     for stream in (proc.stdout, proc.stderr):
         stream.close()
     if until is not None:
         proc.wait(max(0.0, until - time.monotonic()))
-    out, err = b"".join(kept[proc.stdout]), b"".join(kept[proc.stderr])
-    return out, cut[proc.stdout], err, cut[proc.stderr]
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

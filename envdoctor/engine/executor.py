@@ -29,6 +29,7 @@ from envdoctor.errors import (
     HostKeyChangedError,
     HostKeyError,
     ProbeError,
+    ProtocolError,
     TransportError,
 )
 from envdoctor.logsafe import get_logger
@@ -79,6 +80,7 @@ def problem_from_error(exc: EnvdoctorError) -> Problem:
         ConnectError: "unreachable",
         CommandTimeout: "timeout",
         ProbeError: "probe",
+        ProtocolError: "probe",
     }.get(type(exc), "unreachable" if isinstance(exc, TransportError) else "probe")
     return Problem(kind, str(exc), exc.hint)
 

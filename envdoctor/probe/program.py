@@ -25,6 +25,7 @@ from envdoctor.probe import held, shared_answers
 from envdoctor.probe.host import module_source
 from envdoctor.errors import ProbeError
 from envdoctor.logsafe import get_logger
+from envdoctor.transport.first_line import GUARD_SH, FirstLine
 from envdoctor.transport.interface import RUN_MARKER, CommandResult, Transport
 
 log = get_logger(__name__)
@@ -55,7 +56,7 @@ MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_has
                                                                   "drift_walk", "drift_reach", "drift",
                                                                   "registry_literals")}
 
-_WRAPPER = r"""
+_WRAPPER = GUARD_SH + r"""
 ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)
 ENVDOCTOR_PYTHON=$(command -v python 2>/dev/null)
 ENVDOCTOR_PIP=$(command -v pip 2>/dev/null)
@@ -63,9 +64,11 @@ ENVDOCTOR_PIP3=$(command -v pip3 2>/dev/null)
 ENVDOCTOR_PATH=$PATH
 export ENVDOCTOR_PY3 ENVDOCTOR_PYTHON ENVDOCTOR_PIP ENVDOCTOR_PIP3 ENVDOCTOR_PATH
 boot=$1
-shift
+guard=$2
+shift 2
 for candidate in "$@" "$ENVDOCTOR_PY3" /usr/bin/python3 /usr/local/bin/python3 /usr/libexec/platform-python; do
   if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+    envdoctor_guard "$guard"
     exec "$candidate" -I -S -c "$boot"
   fi
 done
@@ -73,7 +76,9 @@ echo "envdoctor: no Python 3 interpreter found on this host (looked for python3 
 exit 127
 """
 
-#: Reads the request line from stdin and runs the program it names by sha256 ("program").
+#: Reads the request line from stdin, prints PROBE_HELLO (the first line of the protocol: see
+#: transport/first_line.py) and cancels the host-side guard the wrapper started, then runs
+#: the program the request names by sha256 ("program").
 #: The program travels zlib-compressed ("size" bytes after the line) only when the host has
 #: no verified copy: the bootstrap keeps the compressed text in the user's cache folder
 #: (``program-<sha256>``) and runs a kept copy only after checking it against the digest the
@@ -92,6 +97,11 @@ import json,sys,os,zlib,marshal
 from hashlib import sha256 as H
 i=sys.stdin.buffer
 r=json.loads(i.readline().decode())
+print(json.dumps({{"envdoctor_probe":1}}),flush=True)
+g=os.environ.pop("ENVDOCTOR_GUARD","")
+if g.isdigit()and int(g)>0:
+ try:os.kill(int(g),15)
+ except Exception:pass
 h=r['program'];n=r.get('size',0);k=r.get('code')
 d=os.path.join(os.path.expanduser('~'),'.cache','envdoctor')
 P=os.path.join(d,'program-'+h)
@@ -144,6 +154,8 @@ g['main'](r)
 """
 
 NO_PYTHON_STATUS = 127
+#: The bootstrap's first line, once it has read the request (the transport holds it back).
+PROBE_HELLO = b'{"envdoctor_probe": 1}'
 
 
 def register_section(name: str, module: str) -> None:
@@ -209,7 +221,23 @@ class SkippedFile:
     why: str
 
     def describe(self) -> str:
-        return f"{self.path}: {self.why}"
+        """The path, with the distribution whose metadata it is (``idna 3.21's RECORD``) when it
+        lies in a ``.dist-info`` or ``.egg-info`` folder, and why it was not read."""
+        owner = metadata_owner(self.path)
+        return f"{self.path}" + (f" ({owner[0]} {owner[1]}'s {owner[2]})" if owner else "") + f": {self.why}"
+
+
+def metadata_owner(path: str) -> tuple[str, str, str] | None:
+    """(name, version, file) of the distribution whose metadata folder holds ``path``
+    (``.../idna-3.21.dist-info/RECORD``: idna, 3.21, RECORD); None for any other path."""
+    parts = path.split("/")
+    for at in range(len(parts) - 2, -1, -1):
+        folder = parts[at]
+        for suffix in (".dist-info", ".egg-info"):
+            if folder.endswith(suffix) and len(folder) > len(suffix):
+                name, _, version = folder[: -len(suffix)].partition("-")
+                return name, version.partition("-")[0], "/".join(parts[at + 1:])
+    return None
 
 
 #: Skipped files kept from one answer, and the characters kept of each text in one.
@@ -236,8 +264,17 @@ def venv_pythons(venv: str | None) -> list[str]:
     return [os.path.join(venv, "bin", "python3"), os.path.join(venv, "bin", "python")]
 
 
-def probe_command(python_candidates: Sequence[str]) -> list[str]:
-    return ["sh", "-c", _WRAPPER, "envdoctor-probe", _BOOTSTRAP, *python_candidates]
+def probe_command(python_candidates: Sequence[str], guard_seconds: str | None = None) -> list[str]:
+    """The probe's command line; ``guard_seconds``: the host-side guard's bound (by default
+    that of the first-line bound with no timeout)."""
+    guard = guard_seconds or probe_first_line(python_candidates).guard_seconds(None)
+    return ["sh", "-c", _WRAPPER, "envdoctor-probe", _BOOTSTRAP, guard, *python_candidates]
+
+
+def probe_first_line(python_candidates: Sequence[str]) -> FirstLine:
+    """What the probe's interpreter must print first, and how it is named when it does not."""
+    chosen = ", ".join(python_candidates) + " or python3" if python_candidates else "python3"
+    return FirstLine(PROBE_HELLO, f"the interpreter that runs the probe (the first of {chosen} found)")
 
 
 def encode_stdin(request: dict[str, Any], program: str, *, send: bool = True) -> bytes:
@@ -294,8 +331,8 @@ def parse_lines(lines: Iterable[bytes]) -> ProbeOutput:
             raise ProbeError(f"probe printed something that is not JSON: {raw[:120]!r}") from exc
         if not isinstance(record, dict):  # e.g. a sitecustomize on the host printing "42"
             raise ProbeError(f"probe printed something that is not a probe record: {raw[:120]!r}")
-        if "program_code" in record and "section" not in record:
-            continue  # the bootstrap's note that it kept the compiled program (see run_probe)
+        if "section" not in record and ("program_code" in record or "envdoctor_probe" in record):
+            continue  # the bootstrap's first line (held back by a transport), or its note that it kept the code
         if record.get("done"):
             done = True
             output.skipped, output.skipped_more = _skipped_files(record)
@@ -415,12 +452,14 @@ async def _run_once(transport: Transport, sections: dict[str, dict[str, Any]], p
         request["deadline"] = probe_deadline(timeout)
     if code:
         request["code"] = code
+    first_line = probe_first_line(python_candidates)
     return await transport.run(
-        probe_command(python_candidates),
+        probe_command(python_candidates, first_line.guard_seconds(timeout)),
         stdin=encode_stdin(request, program, send=send),
         env=RUN_MARKER,
         timeout=timeout,
         hold_stdin=True,
+        first_line=first_line,
     )
 
 
@@ -428,14 +467,21 @@ _NEED_PROGRAM = b'{"need_program": "'
 _PROGRAM_CODE = b'{"program_code": "'
 
 
+def _first(lines: list[bytes]) -> bytes:
+    """The bootstrap's first line after PROBE_HELLO (which a transport has already taken)."""
+    if lines and lines[0].strip() == PROBE_HELLO:
+        lines = lines[1:]
+    return lines[0].strip() if lines else b""
+
+
 def _asks_for_program(lines: list[bytes], digest: str) -> bool:
     """Whether the host's answer is the bootstrap's request for this program."""
-    return bool(lines) and lines[0].strip() == _NEED_PROGRAM + digest.encode() + b'"}'
+    return _first(lines) == _NEED_PROGRAM + digest.encode() + b'"}'
 
 
 def _reported_code(lines: list[bytes]) -> str:
-    """The sha256 of the compiled code the host just kept, from the bootstrap's first line."""
-    first = lines[0].strip() if lines else b""
+    """The sha256 of the compiled code the host just kept, from the bootstrap's line after its hello."""
+    first = _first(lines)
     if first.startswith(_PROGRAM_CODE) and first.endswith(b'"}') and len(first) == len(_PROGRAM_CODE) + 66:
         digest = first[len(_PROGRAM_CODE):-2].decode("ascii", "replace")
         if all(c in "0123456789abcdef" for c in digest):

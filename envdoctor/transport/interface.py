@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from envdoctor.errors import TransportError
 from envdoctor.probe.host import program_text
+from envdoctor.transport.first_line import FirstLine
 
 #: Receives a command's output chunk by chunk, as :meth:`Transport.stream` reads it.
 OutputSink = Callable[[bytes], None]
@@ -29,6 +30,26 @@ MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 #: leftovers by it), else random per envdoctor process.
 RUN_ID = os.environ.get("ENVDOCTOR_RUN_ID") or os.urandom(8).hex()
 RUN_MARKER = {"ENVDOCTOR_RUN_ID": RUN_ID}
+
+
+class BoundedSink:
+    """An OutputSink that keeps at most ``limit`` bytes; ``truncated`` once any was dropped."""
+
+    def __init__(self, limit: int = MAX_OUTPUT_BYTES) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.truncated = False
+
+    def __call__(self, chunk: bytes) -> None:
+        if len(chunk) > self.limit - self.kept:
+            self.truncated, chunk = True, chunk[: self.limit - self.kept]
+        if chunk:
+            self.chunks.append(chunk)
+            self.kept += len(chunk)
+
+    def value(self) -> tuple[bytes, bool]:
+        return b"".join(self.chunks), self.truncated
 
 
 @dataclass(frozen=True)
@@ -98,13 +119,19 @@ class Transport(ABC):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         hold_stdin: bool = False,
+        first_line: FirstLine | None = None,
     ) -> CommandResult:
         """Run argv on the host and wait for it. A non-zero exit is a result, not an error.
 
         With ``hold_stdin`` the command's stdin stays open after ``stdin`` until the command
         ends: its EOF then tells the host that envdoctor went away (interrupted, timed out or
         killed), and a watchdog there (the probe's, or probe/host/command_watch.py) ends the command and
-        everything it started. On a timeout or an interrupt the command is stopped as well."""
+        everything it started. On a timeout or an interrupt the command is stopped as well.
+
+        With ``first_line`` the command must print that line first, within its bound
+        (transport/first_line.py: FirstLineWatch, the same in every transport): output that is
+        not it, or none in time, stops the command at once and raises ProtocolError. The line
+        is not part of the result's stdout."""
 
     async def stream(
         self,

@@ -8,28 +8,8 @@ import signal
 from collections.abc import Mapping, Sequence
 
 from envdoctor.errors import CommandTimeout, TransportError
-from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport
-
-
-class BoundedSink:
-    """An OutputSink that keeps at most ``limit`` bytes; ``truncated`` once any was dropped."""
-
-    def __init__(self, limit: int = MAX_OUTPUT_BYTES) -> None:
-        self.limit = limit
-        self.chunks: list[bytes] = []
-        self.kept = 0
-        self.truncated = False
-
-    def __call__(self, chunk: bytes) -> None:
-        if len(chunk) > self.limit - self.kept:
-            self.truncated, chunk = True, chunk[: self.limit - self.kept]
-        if chunk:
-            self.chunks.append(chunk)
-            self.kept += len(chunk)
-
-    def value(self) -> tuple[bytes, bool]:
-        return b"".join(self.chunks), self.truncated
-
+from envdoctor.transport.first_line import FirstLine, FirstLineWatch, GuardNote
+from envdoctor.transport.interface import MAX_OUTPUT_BYTES, BoundedSink, CommandResult, OutputSink, Transport
 
 async def read_bounded(stream: asyncio.StreamReader | None, limit: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
     """Read a stream to its end, keeping at most ``limit`` bytes. Returns (data, truncated)."""
@@ -62,6 +42,7 @@ class LocalTransport(Transport):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         hold_stdin: bool = False,
+        first_line: FirstLine | None = None,
     ) -> CommandResult:
         full_env = {**os.environ, **env} if env else None
         if hold_stdin and stdin is None:
@@ -80,6 +61,11 @@ class LocalTransport(Transport):
         except OSError as exc:
             raise TransportError(f"cannot run {argv[0]} locally: {exc}") from exc
 
+        loop = asyncio.get_running_loop()
+        out, err = BoundedSink(), BoundedSink()
+        watch = FirstLineWatch(first_line, out, loop.time(), timeout)
+        errors: OutputSink = GuardNote(err) if first_line else err
+
         async def communicate() -> CommandResult:
             async def feed() -> None:
                 if proc.stdin is None:
@@ -93,16 +79,21 @@ class LocalTransport(Transport):
                     if not hold_stdin:
                         proc.stdin.close()
 
-            _, (out, out_cut), (err, err_cut) = await asyncio.gather(
-                feed(), read_bounded(proc.stdout), read_bounded(proc.stderr)
-            )
+            await asyncio.gather(feed(), pump(proc.stdout, watch), pump(proc.stderr, errors))
+            if isinstance(errors, GuardNote):
+                errors.close()
             status = await proc.wait()
             if proc.stdin is not None:
                 proc.stdin.close()  # (held open until now: see Transport.run)
-            return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
+            if watch.broken:
+                raise watch.error(self.name, err.value()[0], timeout)
+            (stdout, out_cut), (stderr, err_cut) = out.value(), err.value()
+            return CommandResult(tuple(argv), status, stdout, stderr, out_cut or err_cut)
 
         try:
-            return await asyncio.wait_for(communicate(), timeout)
+            async with asyncio.timeout_at(watch.deadline()) as scope:
+                watch.on_change = lambda: None if scope.expired() else scope.reschedule(watch.deadline())
+                return await communicate()
         except (TimeoutError, asyncio.CancelledError) as exc:
             if proc.stdin is not None:
                 proc.stdin.close()
@@ -110,6 +101,8 @@ class LocalTransport(Transport):
             await proc.wait()
             if isinstance(exc, asyncio.CancelledError):
                 raise
+            if watch.waiting or watch.refused:
+                raise watch.error(self.name, err.value()[0], timeout) from None
             raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g}s on {self.name}") from None
 
     async def stream(

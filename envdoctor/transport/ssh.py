@@ -35,8 +35,16 @@ from envdoctor.errors import (
 from envdoctor.logsafe import get_logger
 from envdoctor.transport import algorithms, ciphers, host_key_refusal, known_hosts, revoked_keys
 from envdoctor.transport.dial import dial, system_words
-from envdoctor.transport.interface import MAX_OUTPUT_BYTES, CommandResult, OutputSink, Transport, shell_join
-from envdoctor.transport.local import BoundedSink, pump, read_bounded
+from envdoctor.transport.first_line import FirstLine, FirstLineWatch, GuardNote, stop_guard_command
+from envdoctor.transport.interface import (
+    MAX_OUTPUT_BYTES,
+    BoundedSink,
+    CommandResult,
+    OutputSink,
+    Transport,
+    shell_join,
+)
+from envdoctor.transport.local import pump
 from envdoctor.transport.openssh import default_resolver
 from envdoctor.transport.target import ResolvedHost, SSHOptions, SSHTarget
 
@@ -296,6 +304,7 @@ class SSHTransport(Transport):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         hold_stdin: bool = False,
+        first_line: FirstLine | None = None,
     ) -> CommandResult:
         if self._conn is None:
             raise TransportError(f"not connected to {self.name}")
@@ -305,22 +314,41 @@ class SSHTransport(Transport):
         except asyncssh.Error as exc:
             raise ConnectError(f"SSH session to {self.name} failed: {exc.reason}") from exc
 
+        out, err = BoundedSink(), BoundedSink()
+        watch = FirstLineWatch(first_line, out, asyncio.get_running_loop().time(), timeout)
+        after_mark = _AfterBeginMark(watch)  # (the first line is the command's, after the mark)
+        guard = GuardNote(err) if first_line else None
+
+        async def read_stdout() -> None:
+            await pump(proc.stdout, after_mark)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
+            after_mark.close()
+
         try:
             # One timeout scope, not a task per step: at 1,000 hosts each task counts.
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(watch.deadline()) as scope:
+                watch.on_change = lambda: None if scope.expired() else scope.reschedule(watch.deadline())
                 if stdin:
                     proc.stdin.write(stdin)  # buffered by the channel, sent as the window allows
                 if not hold_stdin:
                     proc.stdin.write_eof()
-                (out, out_cut), (err, err_cut) = await asyncio.gather(
-                    read_after_begin_mark(proc.stdout), read_bounded(proc.stderr)  # type: ignore[arg-type]  # SSHReader reads like a StreamReader
-                )
+                await asyncio.gather(read_stdout(), pump(proc.stderr, guard or err))  # type: ignore[arg-type]  # (as above)
+                if guard:
+                    guard.close()
                 completed = await proc.wait()
+            if watch.broken:
+                await self._stop_guarded(guard)
+                raise watch.error(self.name, err.value()[0], timeout)
             status = completed.exit_status
             if status is None:  # killed by a signal on the host
                 status = 128 + _signal_number(completed.exit_signal)
-            return CommandResult(tuple(argv), status, out, err, out_cut or err_cut)
+            (stdout, out_cut), (stderr, err_cut) = out.value(), err.value()
+            return CommandResult(tuple(argv), status, stdout, stderr, out_cut or err_cut)
         except (TimeoutError, asyncio.TimeoutError):
+            if watch.waiting or watch.refused:
+                # Not envdoctor's program: nothing of it to let end on its own.
+                _stop(proc, "KILL")
+                await self._stop_guarded(guard)
+                raise watch.error(self.name, err.value()[0], timeout) from None
             _stop(proc)
             raise CommandTimeout(
                 f"{argv[0]} did not finish within {timeout:g}s on {self.name}"
@@ -330,6 +358,19 @@ class SSHTransport(Transport):
         except BaseException:
             _stop(proc)  # Ctrl-C, a fleet deadline: the command must not outlive us
             raise
+
+    async def _stop_guarded(self, guard: GuardNote | None) -> None:
+        """Have the host-side guard of a command that is not envdoctor's program end its process
+        group now (sshd refuses a root login's signal: see _stop); at worst it does so at its
+        bound (transport/first_line.py)."""
+        if guard is None or not guard.pid or self._conn is None:
+            return
+        try:
+            async with asyncio.timeout(GUARD_STOP_SECONDS):
+                await self._conn.run(_command_line(["sh", "-c", stop_guard_command(guard.pid)], None),
+                                     stdin=asyncssh.DEVNULL)
+        except (asyncssh.Error, OSError, TimeoutError):
+            pass
 
     async def stream(
         self,
@@ -369,15 +410,21 @@ class SSHTransport(Transport):
         return completed.exit_status
 
 
-def _stop(proc: asyncssh.SSHClientProcess[bytes]) -> None:
+#: Seconds envdoctor gives the command that has a host-side guard end its group.
+GUARD_STOP_SECONDS = 5.0
+
+
+def _stop(proc: asyncssh.SSHClientProcess[bytes], signal_name: str = "INT") -> None:
     """Stop a command envdoctor gives up on: SIGINT to its process group over the channel, as
     a Ctrl-C on the host would (RFC 4254's "signal" request: OpenSSH 9.2 refuses it for a
     root login, "session signalling requires privilege separation", so it is only a first
     try), then the channel closed. Closing is what always works: sshd closes the command's
     stdin, and the command's watchdog (probe/host/guard.py, probe/host/command_watch.py) ends it and all
-    it started."""
+    it started. An interpreter that never ran envdoctor's program (``signal_name`` KILL: no
+    watchdog there) is ended by the host-side guard of transport/first_line.py instead, at
+    once when asked (SSHTransport._stop_guarded), at its bound at the latest."""
     try:
-        proc.send_signal("INT")
+        proc.send_signal(signal_name)
     except (asyncssh.Error, OSError, ValueError):
         pass
     proc.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.transport.watched import watched_argv
+from envdoctor.transport.watched import WATCH_HELLO, watched_argv
 from envdoctor.probe.host import core, guard
 from envdoctor.probe.program import build_program, encode_stdin, parse_lines, probe_command, probe_deadline
 from tests.run_processes import gone_within, processes_of, unique_run_id, wait_for
@@ -149,7 +150,7 @@ def test_without_watch_the_probe_reads_its_program_and_ignores_stdin(tmp_path: P
     run_id = unique_run_id("plain")
     proc = start_probe(run_id, {}, {"host": {}})
     out, _ = proc.communicate(timeout=60)
-    assert json.loads(out.splitlines()[-1]) == {"done": True}
+    assert json.loads(out.splitlines()[-1])["done"] is True  # (with each section's seconds)
 
 
 def supervised(run_id: str, argv: list[str], data: bytes = b"", *, stop: str = "INT",
@@ -164,11 +165,14 @@ def supervised(run_id: str, argv: list[str], data: bytes = b"", *, stop: str = "
 
 
 def test_the_supervisor_passes_the_commands_input_output_and_status() -> None:
-    """The command reads its own input (then EOF), writes its output, and its status is the supervisor's."""
+    """The command reads its own input (then EOF), writes its output after the watch's first
+    line, and its status is the supervisor's; the host-side guard is gone at once."""
     run_id = unique_run_id("pass")
     proc = supervised(run_id, ["sh", "-c", "cat; echo err >&2; exit 3"], b"PIP_INDEX_URL=x\n\n")
     out, err = proc.stdout.read(), proc.stderr.read()  # (stdin held open until the command ends)
-    assert (proc.wait(10), out, err) == (3, b"PIP_INDEX_URL=x\n\n", b"err\n")
+    assert (proc.wait(10), out) == (3, WATCH_HELLO + b"\nPIP_INDEX_URL=x\n\n")
+    assert re.fullmatch(rb"envdoctor-guard [0-9]+\nerr\n", err), err  # (the guard's pid: a transport takes it)
+    assert gone_within(run_id, 2) == {}
     proc.stdin.close()
 
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from envdoctor.probe.program import build_program, encode_stdin, probe_command
+from envdoctor.probe.program import PROBE_HELLO, build_program, encode_stdin, probe_command
 from envdoctor.transport.ssh import BEGIN_MARK, _command_line, login_shell_line
 
 SHELLS = ["sh", "dash", "bash", "zsh", "csh", "tcsh", "fish"]
@@ -60,9 +60,11 @@ def test_the_probe_runs_under_every_login_shell(shell):
     stdin = encode_stdin({"sections": {"host": {}}}, build_program(["host"]))
     proc = subprocess.run([path, "-c", line], input=stdin, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    answers = [json.loads(ln) for ln in proc.stdout.decode("utf-8").splitlines()[1:]]
+    lines = proc.stdout.splitlines()[1:]  # (after the begin mark)
+    assert lines[0] == PROBE_HELLO, lines[:2]  # the protocol's first line (transport/first_line.py)
+    answers = [json.loads(ln) for ln in lines[1:]]
     answers = [a for a in answers if "program_code" not in a]  # (the bootstrap's note that it kept the program)
-    assert answers[-1] == {"done": True} and answers[0]["section"] == "host" and "data" in answers[0]
+    assert answers[-1]["done"] is True and answers[0]["section"] == "host" and "data" in answers[0]
 
 
 def test_a_line_every_shell_reads_alike_is_sent_as_it_is():

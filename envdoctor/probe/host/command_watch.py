@@ -10,6 +10,10 @@ command ends. At EOF before the command ended, or past LIMIT seconds, it sends t
 (SIGINT for pip: what a Ctrl-C in a terminal sends, so pip ends as its own interrupt ends
 it), waits GRACE seconds, then SIGKILLs the group, itself included. It exits with the
 command's status. argv: SIZE STOP GRACE LIMIT COMMAND...
+
+Its first line, before anything else, is the protocol's (transport/watched.py's WATCH_HELLO):
+the controller stops an interpreter that does not print it within its bound; then it ends
+the host-side guard that sh started before it (ENVDOCTOR_GUARD, transport/first_line.py).
 """
 
 import os
@@ -20,7 +24,22 @@ import sys
 import time
 
 
+WATCH_HELLO = b'{"envdoctor_watch": 1}\n'
+
+
+def watch_cancel_guard():
+    """End the host-side guard (its pid in ENVDOCTOR_GUARD), kept from the command's environment."""
+    try:
+        guard = int(os.environ.pop("ENVDOCTOR_GUARD", "") or 0)
+        if guard > 0:
+            os.kill(guard, signal.SIGTERM)
+    except (ValueError, OSError):
+        pass
+
+
 def watch():
+    os.write(1, WATCH_HELLO)
+    watch_cancel_guard()
     size, stop = int(sys.argv[1]), getattr(signal, "SIG" + sys.argv[2])
     grace, limit = float(sys.argv[3]), float(sys.argv[4])
     data = b""
