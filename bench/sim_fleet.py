@@ -51,10 +51,12 @@ async def serve(port: int, host_key: Path, default: bytes, distinct: bool = Fals
 
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         try:
-            # The request line says how long the program is; stdin stays open after it while
+            # The request line says how long the program is (no size: the controller knows the
+            # host keeps it, and every simulated host does); stdin stays open after it while
             # the probe runs (envdoctor closes it when it leaves), as on a real host.
             request = json.loads(await process.stdin.readline())
-            await process.stdin.readexactly(request["size"])
+            if request.get("size"):
+                await process.stdin.readexactly(request["size"])
             served[0] += 1
             answer = by_request.get(sections_digest(request.get("sections")), default)
             # --distinct: every host's environments differ (its kernel release), as on a

@@ -34,7 +34,7 @@ def wheel_tags(ctx: CheckContext) -> CheckResult:
     if not isinstance(data, dict):
         return skipped("the probe did not read the installed wheels' tags")
     try:
-        verdict = judge_wheels(data)
+        verdict = ctx.facts.judged_once("packages.tags", data, judge_wheels)  # (only read below)
     except InterpreterUnknown as exc:
         return errored(f"the environment's interpreter did not report its tags: {exc}")
     interp = verdict.interpreter

@@ -142,6 +142,7 @@ async def on_connected(spec: HostSpec, transport: Transport, work: HostWork[R], 
         if problem.kind == "probe":  # (a config that cannot be connected with): no login happened
             problem = Problem("unreachable", problem.message, problem.hint)
         return on_problem(spec, problem)
+    log.info("connected", host=spec.name)  # (bench/daily_bench.py's phases start here)
     try:
         return await work(spec, transport)
     finally:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from envdoctor.probe import shared_answers
 from envdoctor.probe.program import ProbeOutput
+
+T = TypeVar("T")
 
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
 
@@ -257,3 +259,10 @@ class HostFacts:
     def section(self, name: str) -> Any:
         """The raw data of a probe section that has no typed view yet."""
         return self.probe.sections.get(name)
+
+    @staticmethod
+    def judged_once(kind: str, data: Any, judge: Callable[[Any], T]) -> T:
+        """``judge(data)`` for a section's raw data, computed once for the hosts that sent the
+        same bytes (envdoctor.probe.shared_answers); ``judge`` must be pure and its value is
+        only read."""
+        return shared_answers.memo(kind, data, judge)

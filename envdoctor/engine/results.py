@@ -24,7 +24,10 @@ class Status(StrEnum):
     @property
     def is_problem(self) -> bool:
         """Whether this status makes the run exit 1."""
-        return self in (Status.FAIL, Status.BLOCKED, Status.ERROR)
+        return self in _PROBLEMS
+
+
+_PROBLEMS = frozenset({Status.FAIL, Status.BLOCKED, Status.ERROR})
 
 
 

@@ -249,12 +249,38 @@ def _requires_python_holds(specifier: str, version: str) -> bool | None:
         return None
 
 
+#: Per interpreter, the (Tag lines, Requires-Python) of distributions already judged to fit:
+#: the nodes of one image, or of a few, have the same wheels, and judging every tag of every
+#: distribution of every host again was the largest share of the controller's work per host.
+_FIT: dict[Interpreter, set[tuple[tuple[str, ...], Any]]] = {}
+_FIT_KEEP = 16
+
+
+def _fitting(interp: Interpreter) -> set[tuple[tuple[str, ...], Any]]:
+    found = _FIT.get(interp)
+    if found is None:
+        if len(_FIT) >= _FIT_KEEP:
+            _FIT.clear()
+        found = _FIT[interp] = set()
+    return found
+
+
 def judge_wheels(data: Mapping[str, Any]) -> WheelsVerdict:
     """The verdict on a ``wheel-tags`` section (InterpreterUnknown when it cannot be judged)."""
     interp = interpreter_from_probe(data.get("interpreter") or {})
     verdict = WheelsVerdict(interp)
+    fitting = _fitting(interp)
     for dist in data.get("distributions") or []:
         if isinstance(dist, Mapping):
             verdict.checked += 1
+            try:
+                key: tuple[tuple[str, ...], Any] | None = (tuple(dist["tags"]), dist.get("requires_python"))
+                if key in fitting:
+                    continue
+            except (KeyError, TypeError):  # no WHEEL file, or something no fitting wheel has
+                key = None
+            findings = len(verdict.mismatches) + len(verdict.not_judged) + len(verdict.no_wheel)
             judge_distribution(dist, interp, verdict)
+            if key is not None and findings == len(verdict.mismatches) + len(verdict.not_judged) + len(verdict.no_wheel):
+                fitting.add(key)
     return verdict

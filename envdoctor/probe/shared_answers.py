@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: Sections whose data only the schema check and the typed facts read.
-SHAREABLE = frozenset({"venvs"})
+#: Sections whose data only the schema check, the typed facts and pure readers read (the
+#: wheel-tags section: every distribution's WHEEL tags, judged by packages.tags).
+SHAREABLE = frozenset({"venvs", "wheel-tags"})
 #: Shorter lines are decoded each time: looking them up would save nothing.
 MIN_BYTES = 4096
 #: Distinct shared lines kept at once (a fleet of a few images has a few).

@@ -103,8 +103,25 @@ def strdelim_words(text: str) -> list[str]:
 _KEYWORD = re.compile(r"[ \t\r\n]*([^ \t\r\n\"=]*)[ \t\r\n]*(?:=[ \t\r\n]*)?(.*)$", re.DOTALL)
 
 
+#: The last files parsed, by path and text: a run reads its config up to three times (the
+#: host names for the command line, the ssh -G cache's key, the known hosts lists as written),
+#: and a fleet's config of a thousand Host blocks takes some 15 ms to parse.
+_PARSED: dict[tuple[str, str], tuple[Line, ...]] = {}
+_PARSED_KEEP = 8
+
+
 def parse_lines(text: str, path: str) -> list[Line]:
     """The directives of one file, in order (blank lines and comments dropped)."""
+    key = (path, text)
+    found = _PARSED.get(key)
+    if found is None:
+        if len(_PARSED) >= _PARSED_KEEP:
+            _PARSED.clear()
+        found = _PARSED[key] = tuple(_parse_lines(text, path))
+    return list(found)
+
+
+def _parse_lines(text: str, path: str) -> list[Line]:
     lines = []
     # Lines end at LF only, as ssh's getline: a lone CR, a form feed or U+0085 is part of a line.
     for number, line in enumerate(text.split("\n"), 1):

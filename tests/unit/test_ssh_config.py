@@ -165,3 +165,15 @@ def test_unknown_host_guard_in_resolve_hosts(tmp_path):
         assert resolve_hosts([name], inventory, ssh_config_files=[str(config)])[0].ssh is not None, name
     with pytest.raises(ConfigError, match=r"unknown host 'gpu-trian'.*did you mean 'gpu-train'"):
         resolve_hosts(["gpu-trian"], inventory, ssh_config_files=[str(config)])
+
+
+def test_a_config_parsed_again_is_the_same_and_its_own_list():
+    """parse_lines keeps what it parsed (a run reads its config three times): equal lines, a fresh list."""
+    from envdoctor.transport.ssh_config import parse_lines
+
+    text = "Host a\n  HostName 10.0.0.1\n# note\nHost b\n  Port 2222\n"
+    first = parse_lines(text, "/cfg")
+    first.append(first[0])
+    again = parse_lines(text, "/cfg")
+    assert [ln.where for ln in again] == ["/cfg:1", "/cfg:2", "/cfg:4", "/cfg:5"]
+    assert parse_lines(text, "/other")[0].where == "/other:1"

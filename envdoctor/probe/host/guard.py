@@ -143,9 +143,10 @@ def main(request):
         arm_deadline(deadline)
     started = time.monotonic()
     try:
-        for name, args in names:
-            start_early(name, args)
-        for name, args in names:
+        # A section whose slow children started early (the live tokenizer load) waits for them
+        # after the others have run: they run meanwhile, on another core.
+        waiting = [item for item in names if start_early(*item)]
+        for name, args in [item for item in names if item not in waiting] + waiting:
             started = time.monotonic()
             try:
                 run_section(name, args, finished)
@@ -168,13 +169,14 @@ def main(request):
 
 def start_early(name, args):
     """Start a section's slow child processes now (see core.PRESTARTS); if that fails, the
-    section does all its work itself when its turn comes."""
+    section does all its work itself when its turn comes. True when something was started."""
     func = PRESTARTS.get(name)
     if func is not None:
         try:
-            func(args or {})
+            return bool(func(args or {}))
         except Exception:
             pass
+    return False
 
 
 def run_section(name, args, finished):

@@ -354,9 +354,10 @@ EARLY_KEYS = {}
 def models_prestart(args):
     """With consent, start the live load of each model folder the cache cannot answer when the
     probe starts: it runs (seconds: transformers' import) while the sections before run. The
-    cache key is taken first, so the answer is never saved under a newer state than it saw."""
+    cache key is taken first, so the answer is never saved under a newer state than it saw.
+    True when a load was started (the section then runs after the others: guard.main)."""
     if not args.get("trust_remote_code"):
-        return
+        return False
     python = args.get("python") or sys.executable
     for folder in args.get("models", []):
         model_dir = os.path.abspath(os.path.expanduser(folder))
@@ -368,6 +369,7 @@ def models_prestart(args):
         EARLY_KEYS[model_dir] = key
         started, until = start_live_loads(python, model_dir, args.get("live_timeout", 180))
         LIVE_STARTED[model_dir] = (python, started, until)
+    return bool(LIVE_STARTED)
 
 
 @section("models")
