@@ -35,3 +35,13 @@ def test_without_early_children_the_order_asked_is_kept(sections, capsys):
     sections["loads"] = False
     guard.main({"sections": {"first": {}, "loads": {}, "last": {}}})
     assert _answered(capsys) == ["first", "loads", "last"]
+
+
+def test_a_waiting_section_still_answers_before_those_that_read_whole_libraries(monkeypatch, capsys):
+    """The sections that read whole libraries (drift, sources, architecture) stay last, so a probe
+    that dies in one of them has already sent the waiting section."""
+    for name in ("light", "models", "sources", "drift"):
+        monkeypatch.setitem(core.SECTIONS, name, lambda args, emit, name=name: {"name": name})
+        monkeypatch.setitem(core.PRESTARTS, name, lambda args, name=name: name == "models")
+    guard.main({"sections": {"models": {}, "light": {}, "sources": {}, "drift": {}}})
+    assert _answered(capsys) == ["light", "models", "sources", "drift"]

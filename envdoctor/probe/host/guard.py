@@ -143,10 +143,7 @@ def main(request):
         arm_deadline(deadline)
     started = time.monotonic()
     try:
-        # A section whose slow children started early (the live tokenizer load) waits for them
-        # after the others have run: they run meanwhile, on another core.
-        waiting = [item for item in names if start_early(*item)]
-        for name, args in [item for item in names if item not in waiting] + waiting:
+        for name, args in in_running_order(names, [item for item in names if start_early(*item)]):
             started = time.monotonic()
             try:
                 run_section(name, args, finished)
@@ -165,6 +162,21 @@ def main(request):
     if watcher is not None:
         # Stopped at the deadline: a child it started may still run, and the watcher ends it.
         finish_watchdog(watcher, clean=not unfinished)
+
+
+#: The sections that read whole libraries, run last by the controller's order: a section waiting
+#: for its early children goes before them, so that a probe that dies in one of them (out of
+#: memory on a large venv) has still sent it.
+READS_WHOLE_LIBRARIES = ("architecture", "sources", "drift")
+
+
+def in_running_order(names, waiting):
+    """The sections in the order asked, except that a section whose slow children started early
+    (the live tokenizer load) waits for them after the other light sections: they run meanwhile,
+    on another core."""
+    light = [item for item in names if item not in waiting and item[0] not in READS_WHOLE_LIBRARIES]
+    heavy = [item for item in names if item not in waiting and item[0] in READS_WHOLE_LIBRARIES]
+    return light + list(waiting) + heavy
 
 
 def start_early(name, args):
