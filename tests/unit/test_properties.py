@@ -218,6 +218,18 @@ def test_url_passwords_are_masked(user, password, host):
     assert f":{password}@" not in out and REDACTED in out and f"@{host}/simple" in out
 
 
+_PIECES = st.sampled_from(["://", "@", "/", " ", "\n", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
+                           "hf_", "sk-", "ghp_", "mask-token", "a" * 20, "Z9" * 11, "https://u:p@h", "x:y", "_"])
+
+
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_redaction_tried_only_where_a_secret_can_begin_equals_the_whole_text_substitution(text):
+    """Redacting at each place a secret can begin gives what SECRET_VALUE.sub over the whole text gives."""
+    from envdoctor.logsafe import SECRET_VALUE
+
+    assert redact_secret_values(text) == SECRET_VALUE.sub(REDACTED, text)
+
+
 # --- connect retry ------------------------------------------------------------------------
 
 
