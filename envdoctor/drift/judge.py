@@ -153,9 +153,12 @@ class _Judge:
 
     def version_of(self, name: str) -> Version | None:
         dist = self.import_names.get(name, canonicalize_name(name))
+        # A provider's version, else the one the host read for the name a guard tests
+        # (`importlib.metadata.version("transformers")` in a file that does not call it).
+        text = self.versions.get(dist) or (self.data.get("versions") or {}).get(name)
         try:
-            return Version(self.versions[dist])
-        except (KeyError, InvalidVersion):
+            return Version(str(text)) if text else None
+        except InvalidVersion:
             return None
 
     def guard_severity(self, guards: Iterable[Mapping[str, Any]], try_ok: Mapping[int, bool]) -> str | None:

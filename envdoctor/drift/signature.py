@@ -77,6 +77,9 @@ def _is_dataclass_decorator(resolver: Resolver, module: str, text: str) -> bool:
 def function_callee(resolver: Resolver, target: Target, drop_first: bool = False) -> Callee:
     binding = target.binding
     where = f"{target.name}()"
+    if binding.get("raises"):
+        return Callee(None, target.module, binding["line"], where,
+                      unknown=f"{where} only raises: a placeholder that a preprocessor or a subclass replaces")
     for dec, _kw in binding.get("dec", []):
         last = dec.split(".")[-1]
         if last in KEEP_SIGNATURE:

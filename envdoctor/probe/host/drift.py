@@ -21,7 +21,9 @@
 # its ctime (nor the inode of a file replaced by rename).
 
 import ast
+import csv
 import hashlib
+import io
 import json
 import os
 import re
@@ -55,7 +57,9 @@ from envdoctor.probe.host.drift_baseline import (
 from envdoctor.probe.host.drift_resolve import Resolver
 from envdoctor.probe.host.drift_imports import CONDITION, TYPING
 from envdoctor.probe.host.drift_reach import Reach, entries_from_args, folder_listing
+from envdoctor.probe.host.drift_flags import FlagFacts, FlagScope
 from envdoctor.probe.host.drift_uses import Bindings, UseFinder
+from envdoctor.probe.host.drift_walk import ImportFinder, editable_mapping, pth_code_paths, stdlib_names
 from envdoctor.probe.host.sources import src_record_python_files, src_select_distributions
 from envdoctor.probe.host.venvs import with_pth_paths
 
@@ -63,37 +67,48 @@ DRIFT_CACHE_VERSION = 2  # 2: stat keys of the files read, not (size, mtime)
 DRIFT_CACHE_NAME = "drift-cache"
 
 
-class ModuleFiles(object):
-    """Finds and parses modules of the site folders, each once; counts what it read."""
+def module_finder(sites):
+    """The import system's view of an environment's site folders, as files say it: the
+    folders the .pth files add (paths, and the code lines pth_code_paths reads) and the
+    namespace packages several distributions share."""
+    front, back = [], []
+    for site in sites:
+        more_front, more_back = pth_code_paths(site)
+        front.extend(p for p in more_front if p not in front)
+        back.extend(p for p in more_back if p not in back)
+    extra = [p for p in with_pth_paths(sites) + back if p not in sites]
+    return ImportFinder([], sites, extra, editable_mapping(sites + extra), stdlib_names(), front)
 
-    def __init__(self, sites, max_file):
+
+class ModuleFiles(object):
+    """Finds (as the import system would: drift_walk.ImportFinder) and parses modules, each
+    once; counts what it read. Only summaries are kept: a parsed tree is dropped at once."""
+
+    def __init__(self, sites, max_file, finder=None):
         self.sites = sites
         self.max_file = max_file
+        self.finder = finder if finder is not None else module_finder(sites)
         self.summaries = {}
         self.read = {}  # path -> its stat key when it was read
         self.errors = []
         self.bytes = 0
 
     def locate(self, module):
-        """(path, is_package) of a module's source, ("", "ext") for a compiled one, None."""
-        parts = module.split(".")
-        for site in self.sites:
-            base = os.path.join(site, *parts)
-            init = os.path.join(base, "__init__.py")
-            if os.path.isfile(init):
-                return init, True
-            if os.path.isfile(base + ".py"):
-                return base + ".py", False
-            folder = os.path.dirname(base)
-            try:
-                if any(n.startswith(parts[-1] + ".") and n.endswith((".so", ".pyd"))
-                       for n in os.listdir(folder)):
-                    return "", "ext"
-            except OSError:
-                pass
-            if os.path.isdir(base) and len(parts) > 1:
-                return base, "ns"
-        return None
+        """(path, is_package) of a module's source, ("", "ext") for a compiled one (or one whose
+        files cannot say), (folders, "ns") for a namespace package, None when there is none
+        (or it is the standard library's, which is not read)."""
+        found = self.finder.find(module)
+        if found.status == "missing":
+            return None
+        if found.status == "unknown":
+            return "", "ext"
+        if found.kind in ("stdlib", "builtin"):
+            return None
+        if found.kind == "ns":
+            return found.dirs, "ns"
+        if found.kind == "ext":
+            return "", "ext"
+        return found.path, found.kind == "pkg"
 
     def read_file(self, path):
         st = os.stat(path)
@@ -113,7 +128,7 @@ class ModuleFiles(object):
             if kind == "ext":
                 summary = {"ext": True}
             elif kind == "ns":
-                summary = {"ns": True, "names": {}, "stars": [], "pkg": True}
+                summary = {"ns": True, "names": {}, "stars": [], "pkg": True, "path": self.relative(path[0]) + "/"}
             else:
                 try:
                     summary = summarize_source(self.read_file(path), module, kind is True, path)
@@ -157,59 +172,127 @@ def module_of(rel):
     return ".".join(parts), False
 
 
-class TopOwners(object):
-    """Import name -> the installed distribution that provides it ({name, version, requires}),
-    found on demand: a name with no folder or module in the site folders is not installed
-    (the standard library, a missing package); otherwise the dist-info named like it, then
-    top_level.txt, then the RECORDs."""
+def flag_facts(modules, owners):
+    """What the installed files tell of a branch's test (drift_flags.FlagFacts): a module found
+    by the import system, a distribution's version, another module's top-level flags."""
+    versions = {}
+    scopes = {}
 
-    def __init__(self, sites):
+    def found(module):
+        status = modules.finder.find(module).status
+        return True if status == "found" else False if status == "missing" else None
+
+    def version(name):
+        if name not in versions:
+            versions[name] = owners.version(name)
+        return versions[name]
+
+    def scope(module):
+        if module not in scopes:
+            scopes[module] = None
+            located = modules.locate(module)
+            if located is not None and located[1] in (True, False):
+                try:
+                    tree = ast.parse(modules.read_file(located[0]))
+                    scopes[module] = FlagScope(tree, module, located[1])
+                except (OSError, SyntaxError, ValueError, RecursionError):
+                    pass
+        return scopes[module]
+
+    facts = FlagFacts(found, version, scope)
+    facts.versions = versions
+    return facts
+
+
+def record_module_files(dist_info):
+    """The module files (.py and compiled) a RECORD lists, relative to its site folder."""
+    try:
+        text = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES).decode("utf-8", "replace")
+        rows = list(csv.reader(io.StringIO(text)))
+    except (OSError, csv.Error):
+        return []
+    return [row[0] for row in rows if row and row[0].endswith(_MODULE_SUFFIXES) and not row[0].startswith(("..", "/"))]
+
+
+_MODULE_SUFFIXES = (".py", ".so", ".pyd")
+
+
+class Owners(object):
+    """Which installed distribution provides a module: the one whose RECORD lists its file
+    (the RECORDs are read once, on demand). Several distributions share a namespace package
+    (nvidia/, nccl/, opentelemetry/), so a module is never charged to the first distribution
+    that names its top-level folder; a namespace package itself belongs to none."""
+
+    def __init__(self, sites, finder):
         self.sites = sites
-        self.dists = None
-        self.found = {}
+        self.finder = finder
+        self.files = None  # normalized path -> (site, dist-info entry)
+        self.infos = {}  # (site, entry) -> {name, version, requires, dist_info, site}
+        self.used = {}  # distribution name -> its info, for each one charged with a module
 
     def index(self):
-        if self.dists is None:
-            self.dists = []
+        if self.files is None:
+            self.files = {}
             for site, entry in site_entries(self.sites):
                 if entry.endswith(".dist-info"):
-                    self.dists.append((site, entry))
-        return self.dists
+                    for rel in record_module_files(os.path.join(site, entry)):
+                        self.files.setdefault(os.path.normpath(os.path.join(site, rel)), (site, entry))
+        return self.files
 
     def info(self, site, entry):
-        folder = os.path.join(site, entry)
-        try:
-            headers = read_headers(os.path.join(folder, "METADATA"))
-        except OSError:
-            return None
-        return {"name": headers.get("Name") or entry.split("-")[0], "version": headers.get("Version") or "",
-                "dist_info": folder, "site": site, "requires": headers.get_all("Requires-Dist") or []}
-
-    def get(self, top):
-        if top not in self.found:
-            self.found[top] = self.lookup(top)
-        return self.found[top]
-
-    def lookup(self, top):
-        present = [s for s in self.sites if os.path.isdir(os.path.join(s, top)) or os.path.isfile(os.path.join(s, top + ".py"))]
-        if not present:
-            return None
-        wanted = canonical_name(top)
-        for site, entry in self.index():
-            if canonical_name(entry[:-len(".dist-info")].rsplit("-", 1)[0]) == wanted:
-                return self.info(site, entry)
-        for site, entry in self.index():
+        if (site, entry) not in self.infos:
+            folder = os.path.join(site, entry)
             try:
-                lines = read_regular(os.path.join(site, entry, "top_level.txt"), MAX_LIST_BYTES).splitlines()
+                headers = read_headers(os.path.join(folder, "METADATA"))
+                info = {"name": headers.get("Name") or entry.split("-")[0], "version": headers.get("Version") or "",
+                        "dist_info": folder, "site": site, "requires": headers.get_all("Requires-Dist") or []}
             except OSError:
-                continue
-            if top.encode("utf-8", "surrogateescape") in set(line.strip() for line in lines):
-                return self.info(site, entry)
-        prefixes = (top + "/", top + ".py")
-        for site, entry in self.index():
-            rels = src_record_python_files({"dist_info": os.path.join(site, entry)}) or []
-            if any(r.startswith(prefixes) for r in rels):
-                return self.info(site, entry)
+                info = None
+            self.infos[site, entry] = info
+        return self.infos[site, entry]
+
+    def of_file(self, path):
+        hit = self.index().get(os.path.normpath(path)) if path else None
+        info = self.info(*hit) if hit else None
+        if info is not None:
+            self.used.setdefault(info["name"], info)
+        return info
+
+    def version(self, name):
+        """The installed version of a distribution (by its name) or of the one providing an
+        import name; None when neither is installed."""
+        wanted = canonical_name(name)
+        for site, entry in site_entries(self.sites):
+            if entry.endswith(".dist-info") and canonical_name(entry[:-len(".dist-info")].rsplit("-", 1)[0]) == wanted:
+                info = self.info(site, entry)
+                if info is not None:
+                    return info["version"]
+        if not re.match(r"^[A-Za-z_]\w*$", name):
+            return None
+        info = self.of_module(name)
+        return info["version"] if info is not None else None
+
+    def installed(self, top):
+        """Whether an installed distribution provides something under a top-level name (the
+        standard library's and missing names are not)."""
+        found = self.finder.find(top)
+        return found.status == "found" and found.kind not in ("stdlib", "builtin")
+
+    def of_module(self, dotted_path):
+        """The distribution charged with a dotted name (a module, or a name in one): the owner
+        of the deepest module on the way that has a file; None when that is a namespace package
+        (the name is missing there, and no installed distribution would provide it) or none is."""
+        parts = dotted_path.split(".")
+        for end in range(len(parts), 0, -1):
+            found = self.finder.find(".".join(parts[:end]))
+            if found.status != "found":
+                continue  # a name inside a module, or a submodule files cannot tell: its parent's
+            if found.kind in ("stdlib", "builtin", "ns"):
+                return None
+            path = found.path
+            if found.kind == "ext" and path and os.path.isdir(path):
+                path = next((os.path.join(path, n) for n in sorted(os.listdir(path)) if n.startswith("__init__.")), path)
+            return self.of_file(path)
         return None
 
 
@@ -288,8 +371,24 @@ def write_cache(folder, key, read, data, name=DRIFT_CACHE_NAME):
     return write_private(folder, name, {"key": key, "read": read, "data": data})
 
 
+#: What a request may ask of the section: "api" (code.api-drift: the consumers' uses and the
+#: provider summaries they reach), "imports" (code.imports: the walk from the entries).
+PARTS = ("api", "imports")
+
+
 @section("drift")
 def drift_section(args, emit):
+    """The API-drift part (and the imports walk too when the request asks for both parts)."""
+    return run_section(args, args.get("parts") or list(PARTS), DRIFT_CACHE_NAME)
+
+
+@section("imports")
+def imports_section(args, emit):
+    """The imports walk alone (code.imports): it never pays for the API-drift analysis."""
+    return run_section(args, ["imports"], "imports-cache")
+
+
+def run_section(args, parts, cache_name):
     started = time.time()
     cpu = time.process_time()
     sites = site_dirs(args.get("prefix"))
@@ -297,65 +396,87 @@ def drift_section(args, emit):
     folder = drift_cache_folder(args.get("prefix"))
     # The environments that may hold a consumer's known-good provider are part of the key:
     # one that appears or goes changes the answer.
-    candidates = baseline_candidates(args.get("baselines") or [], args.get("prefix"), args.get("discover_baselines", True))
-    key = cache_key(dict(args, baseline_candidates=candidates), sites)
+    candidates = baseline_candidates(args.get("baselines") or [], args.get("prefix"),
+                                     args.get("discover_baselines", True)) if "api" in parts else []
+    key = cache_key(dict(args, baseline_candidates=candidates, parts=sorted(parts)), sites)
     if use_cache:
-        cached = read_cache(folder, key)
+        cached = read_cache(folder, key, cache_name)
         if cached is not None:
             cached["cache"] = "hit"
             cached["host_seconds"] = round(time.time() - started, 4)
             cached["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
             return cached
-    data = analyse(args, sites, candidates)
+    data = analyse(args, sites, candidates, parts)
     read = data.pop("_read")
     data["cache"] = "miss"
     if use_cache:
-        data["cache_saved"] = write_cache(folder, key, read, data)
+        data["cache_saved"] = write_cache(folder, key, read, data, cache_name)
     data["host_seconds"] = round(time.time() - started, 4)
     data["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
     return data
 
 
-def analyse(args, sites, candidates=()):
+def analyse(args, sites, candidates=(), parts=PARTS):
     consumers, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
-    owners = TopOwners(sites)
     modules = ModuleFiles(sites, int(args.get("max_file_bytes", 4 * 1024 * 1024)))
+    owners = Owners(sites, modules.finder)
+    facts = flag_facts(modules, owners)
     files = {}
     for dist in consumers:
         files[dist["name"]] = [r for r in (src_record_python_files(dist) or []) if not r.startswith("..")]
-    entry = args.get("entry")
-    # One walk from the entries serves code.imports (what they import, and what is missing)
-    # and scopes this section to the consumer files a stage reaches.
-    reach = Reach(sites, with_pth_paths(sites), consumers, owners, modules, int(args.get("max_files", 20000)),
-                  library_class=TYPING if entry else CONDITION)
-    for item in entries_from_args(args, consumers, files):
-        reach.add(item)
-    reach.run()
-    scope, unfound = reach.consumer_scope(entry_list(entry)) if entry else (None, [])
-    if unfound:
-        scope = None  # the job runs code this section cannot follow: every consumer file is read
-    wanted = set(canonical_name(p) for p in args.get("providers") or [])
-    budget = {"files": int(args.get("max_files", 20000)), "parsed": 0}
-    resolver = Resolver(modules.load)
-    out_consumers = []
-    for dist in consumers:
-        rels = [r for r in files[dist["name"]] if scope is None or r in scope]
-        out_consumers.append(consumer_uses(dist, rels, owners, wanted, modules, resolver, budget))
-    summaries = dict((m, s) for m, s in modules.summaries.items() if s is not None)
-    providers = {}
-    import_names = {}
-    for top, owner in owners.found.items():
-        if owner is not None:
-            import_names[top] = owner["name"]
-            providers[owner["name"]] = {"version": owner["version"], "requires": owner["requires"]}
-    used = set(p for c in out_consumers for p in c["providers"])
-    baselines, base_read, base_parsed, base_bytes = known_good(out_consumers, providers, candidates, modules.max_file)
-    modules.read.update(base_read)
-    return {"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []), "site_packages": sites, "import_names": import_names, "consumers": out_consumers, "not_found": not_found,
-            "providers": dict((k, v) for k, v in providers.items() if k in used), "modules": summaries,
-            "errors": modules.errors, "files_parsed": budget["parsed"] + len(summaries) + base_parsed, "bytes_read": modules.bytes + base_bytes,
-            "entry": entry, "entries_unfound": unfound, "scoped_files": sorted(scope) if scope is not None else None,
-            "imports": reach.report(), "_read": modules.read}
+    entry = args.get("entry") if "api" in parts else None
+    data = {"site_packages": sites, "not_found": not_found, "errors": modules.errors, "parts": list(parts)}
+    scope, unfound = None, []
+    if "imports" in parts or entry:
+        # One walk from the entries serves code.imports (what they import, and what is missing)
+        # and scopes the API-drift part to the consumer files a stage reaches.
+        reach = Reach(sites, modules.finder.extra, consumers, owners, modules, int(args.get("max_files", 20000)),
+                      library_class=TYPING if entry else CONDITION, front=modules.finder.front)
+        reach.conditions.facts = facts
+        for item in entries_from_args(args, consumers, files):
+            reach.add(item)
+        reach.run()
+        scope, unfound = reach.consumer_scope(entry_list(entry)) if entry else (None, [])
+        if unfound:
+            scope = None  # the job runs code this section cannot follow: every consumer file is read
+        if "imports" in parts:
+            data["imports"] = reach.report()
+        del reach
+    parsed = 0
+    if "api" in parts:
+        wanted = set(canonical_name(p) for p in args.get("providers") or [])
+        budget = {"files": int(args.get("max_files", 20000)), "parsed": 0}
+        resolver = Resolver(modules.load)
+        out_consumers = []
+        for dist in consumers:
+            rels = [r for r in files[dist["name"]] if scope is None or r in scope]
+            out_consumers.append(consumer_uses(dist, rels, owners, wanted, modules, resolver, budget, facts))
+        del resolver
+        used = set(p for c in out_consumers for p in c["providers"])
+        providers = dict((name, {"version": info["version"], "requires": info["requires"]})
+                         for name, info in owners.used.items() if name in used)
+        import_names = {}
+        versions = {}  # the installed version of each name a version guard tests
+        for consumer in out_consumers:
+            for use in consumer["uses"]:
+                import_names.setdefault(use["path"].split(".")[0], use["provider"])
+                for guard in use.get("g") or []:
+                    if "ver" in guard and guard["ver"] not in versions:
+                        versions[guard["ver"]] = facts.version(guard["ver"])
+        baselines, base_read, base_parsed, base_bytes = known_good(out_consumers, providers, candidates,
+                                                                   modules.max_file)
+        modules.read.update(base_read)
+        summaries = dict((m, s) for m, s in modules.summaries.items() if s is not None)
+        parsed = budget["parsed"] + len(summaries) + base_parsed
+        modules.bytes += base_bytes
+        data.update({"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []),
+                     "import_names": import_names, "consumers": out_consumers, "providers": providers,
+                     "versions": dict((k, v) for k, v in versions.items() if v),
+                     "modules": summaries, "entry": entry, "entries_unfound": unfound,
+                     "scoped_files": sorted(scope) if scope is not None else None})
+    data.update({"files_parsed": parsed + (data.get("imports") or {}).get("files", 0), "bytes_read": modules.bytes,
+                 "_read": modules.read})
+    return data
 
 
 def known_good(consumers, providers, candidates, max_file):
@@ -399,9 +520,12 @@ def known_good(consumers, providers, candidates, max_file):
     return found, read, parsed, sum(f.bytes for f in files_of.values())
 
 
-def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget):
+def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget, facts=None):
     """One consumer's uses of the other installed distributions (`wanted` ones when named),
-    each resolved once here so the provider modules it reaches are read and shipped."""
+    each resolved once here so the provider modules it reaches are read and shipped. A use
+    is charged to the distribution that provides the module it reaches (Owners.of_module);
+    one that no installed distribution would provide (a missing part of a namespace
+    package) is no API of anyone's: code.imports tells whether it matters."""
     own = canonical_name(dist["name"])
     record = {"name": dist["name"], "version": dist["version"], "reason": dist["reason"],
               "files": 0, "providers": [], "requires": [], "uses": []}
@@ -410,13 +534,25 @@ def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget):
     except OSError:
         pass
     own_tops = set(r.split("/")[0][:-3] if "/" not in r else r.split("/")[0] for r in rels)
+    maybe = {}
 
-    def is_provider(top):
-        owner = owners.get(top) if top not in own_tops else None
-        if owner is None or canonical_name(owner["name"]) == own:
-            return False
-        return not wanted or canonical_name(owner["name"]) in wanted
+    def may_provide(top):
+        if top not in maybe:
+            maybe[top] = top not in own_tops and owners.installed(top)
+        return maybe[top]
 
+    charged = {}
+
+    def provider_of(path):
+        if path not in charged:
+            info = owners.of_module(path)
+            name = info["name"] if info is not None else None
+            if name is not None and (canonical_name(name) == own or (wanted and canonical_name(name) not in wanted)):
+                name = None
+            charged[path] = name
+        return charged[path]
+
+    resolved = set()
     for rel in rels:
         if budget["parsed"] >= budget["files"]:
             record["truncated"] = True
@@ -426,28 +562,35 @@ def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget):
         except OSError as exc:
             modules.errors.append({"path": rel, "message": str(exc)})
             continue
-        if not any(is_provider(t) for t in import_lines(data)):
-            continue  # imports no other installed distribution (of those asked): nothing to parse for
+        if not any(may_provide(t) for t in import_lines(data)):
+            continue  # imports no other installed distribution: nothing to parse for
         module, is_package = module_of(rel)
         try:
             tree = ast.parse(data, filename=rel)
         except (SyntaxError, ValueError, RecursionError) as exc:
             modules.errors.append({"path": rel, "message": "does not parse: %s" % exc})
             continue
+        del data
         budget["parsed"] += 1
         record["files"] += 1
         bindings = Bindings(tree, module, is_package)
-        tops = dict((top, owners.get(top)) for top in bindings.tops if is_provider(top))
+        tops = set(top for top in bindings.tops if may_provide(top))
         if not tops:
             continue
-        for use in UseFinder(tree, module, is_package, set(tops), bindings).run():
-            owner = tops[use["path"].split(".")[0]]
+        for use in UseFinder(tree, module, is_package, tops, bindings, facts).run():
+            provider = provider_of(use["path"])
+            if provider is None:
+                continue
             use["file"] = rel
-            use["provider"] = owner["name"]
+            use["provider"] = provider
             record["uses"].append(use)
-            if owner["name"] not in record["providers"]:
-                record["providers"].append(owner["name"])
-            resolve_use(resolver, use)
+            if provider not in record["providers"]:
+                record["providers"].append(provider)
+            key = (use["path"], use["kind"], bool(use.get("amb")))
+            if key not in resolved:
+                resolved.add(key)
+                resolve_use(resolver, use)
+        del tree, bindings
     return record
 
 
@@ -467,8 +610,11 @@ def resolve_use(resolver, use):
 
 
 def class_needs(resolver, target, depth):
-    if depth > 8:
+    key = (target.module, target.name, target.binding.get("line", 0))
+    done = resolver.__dict__.setdefault("classes_read", set())  # each class's needs once per resolver
+    if depth > 8 or key in done:
         return
+    done.add(key)
     for dec in target.binding.get("dec", []):
         resolver.resolve_in(target.module, dec[0])
     for base in resolver.bases(target):

@@ -137,6 +137,15 @@ def _edits_kwargs(func):
     return False
 
 
+def _only_raises(func):
+    """A body that is one `raise` (after its docstring): a marker a preprocessor rewrites
+    (cutlass's `range_constexpr`), or an abstract method: not called for its signature."""
+    body = func.body
+    if body and isinstance(body[0], ast.Expr) and const_value(body[0].value)[0]:
+        body = body[1:]
+    return len(body) == 1 and isinstance(body[0], ast.Raise)
+
+
 def _returns_its_argument(func):
     """`def mark(fn): ...; return fn` — a decorator that hands back what it was given."""
     params = func.args.args
@@ -233,6 +242,8 @@ class Summarizer(object):
             binding = {"k": "def", "line": line, "sig": signature_of(node.args), "dec": decorator_list(node)}
             if any(d[0].split(".")[-1] == "overload" for d in binding["dec"]):
                 binding["ovl"] = 1
+            if _only_raises(node):
+                binding["raises"] = 1
             if top and self.may_wrap and _uses_wraps(node):
                 binding["wraps"] = 1
             if top and self.may_make_dataclass and _calls_dataclass(node):
@@ -341,6 +352,8 @@ class Summarizer(object):
             binding = {"k": "def", "line": line, "sig": signature_of(child.args), "dec": decorator_list(child)}
             if any(d[0].split(".")[-1] == "overload" for d in binding["dec"]):
                 binding["ovl"] = 1
+            if _only_raises(child):
+                binding["raises"] = 1
             if cond:
                 binding["c"] = 1
             body.setdefault(child.name, []).append(binding)

@@ -7,6 +7,7 @@
 import ast
 
 from envdoctor.probe.host.drift_ast import absolute_module, const_value, dotted
+from envdoctor.probe.host.drift_flags import FlagScope
 
 #: Handlers that make their try body guarded code (the author expected it could fail).
 GUARD_EXCEPTIONS = frozenset(["ImportError", "ModuleNotFoundError", "AttributeError", "TypeError",
@@ -102,7 +103,9 @@ class Bindings(object):
 class UseFinder(object):
     """The uses of watched packages (`tops`: their import names) in one consumer file."""
 
-    def __init__(self, tree, module, is_package, tops, bindings=None):
+    def __init__(self, tree, module, is_package, tops, bindings=None, facts=None):
+        self.facts = facts  # drift_flags.FlagFacts: availability and version flags this host decides
+        self.flag_scope = None
         self.module = module
         self.is_package = is_package
         self.tops = tops
@@ -142,8 +145,10 @@ class UseFinder(object):
         elif isinstance(node, ast.If):
             self.visit_expr(node.test, guards)
             body_guard, else_guard = self.condition_guards(node.test)
-            self.visit_block(node.body, guards + body_guard)
-            self.visit_block(node.orelse, guards + else_guard)
+            if body_guard is not None:  # None: a branch the installed files say is not taken
+                self.visit_block(node.body, guards + body_guard)
+            if else_guard is not None:
+                self.visit_block(node.orelse, guards + else_guard)
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             self.tries += 1
             tid = self.tries
@@ -256,12 +261,29 @@ class UseFinder(object):
             version = self.version_test(inner)
         if version is not None:
             return [dict(version, neg=1 if negated else 0)], [dict(version, neg=0 if negated else 1)]
+        if self.facts is not None:
+            verdict = self.facts.decide(test, self.scope())
+            if verdict is not None:
+                return ([], None) if verdict else (None, [])
         for sub in ast.walk(test):
             if isinstance(sub, ast.Call) and (dotted(sub.func) or "") in ("hasattr", "getattr"):
                 return [{"hasattr": 1}], [{"hasattr": 1}]
-            if isinstance(sub, ast.Compare) and self.version_test(sub) is not None:
+            if isinstance(sub, ast.Compare) and (self.version_test(sub) is not None or self.provider_state(sub)):
                 return [{"vercheck": 1}], [{"vercheck": 1}]
         return [], []
+
+    def scope(self):
+        if self.flag_scope is None:
+            self.flag_scope = FlagScope(self.tree, self.module, self.is_package)
+        return self.flag_scope
+
+    def provider_state(self, compare):
+        """`CUDA_VERSION.major == 12`: a provider's value against a literal, a state of the
+        installed provider that files cannot tell (a version or build check of its own kind)."""
+        sides = [compare.left] + list(compare.comparators)
+        literal = any(const_value(s)[0] and isinstance(const_value(s)[1], (int, str)) and
+                      not isinstance(const_value(s)[1], bool) for s in sides)
+        return literal and any(self.watched(s) is not None for s in sides if not const_value(s)[0])
 
     def version_test(self, node):
         """{"ver": import name, "op", "v"} for `<version of a watched package> OP "x.y"`."""
@@ -287,14 +309,14 @@ class UseFinder(object):
             return self.version_literal(node.args[0])
         return None
 
-    def versionish(self, node):
+    def versionish(self, node, depth=0):
         if isinstance(node, ast.Call) and node.args:
             callee = (dotted(node.func) or "").split(".")[-1]
             if callee in _VERSION_CALLS:
                 ok, value = const_value(node.args[0])
                 if ok and isinstance(value, str) and callee == "version":
                     return value  # importlib.metadata.version("vllm")
-                return self.versionish(node.args[0])
+                return self.versionish(node.args[0], depth + 1)
             return None
         text = dotted(node)
         if text and text.endswith("__version__"):
@@ -302,6 +324,11 @@ class UseFinder(object):
             path, ambiguous = self.bindings.path_of(parts[0])
             if path is not None and not ambiguous:
                 return path.split(".")[0]
+        if isinstance(node, ast.Name) and depth < 4:
+            # `V = importlib.metadata.version("transformers")`, then `Version(V) >= ...`
+            value = self.scope().values.get(node.id)
+            if value is not None:
+                return self.versionish(value, depth + 1)
         return None
 
 

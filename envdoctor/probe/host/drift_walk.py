@@ -4,8 +4,9 @@
 #
 # ImportFinder looks a module up as the interpreter would, without importing anything:
 # builtin modules, then the entry's first sys.path folder (the script's folder, or the
-# working folder for -m), the standard library, the site folders and the folders their .pth
-# files add, then setuptools' editable finders (__editable___*_finder.py MAPPING). A package
+# working folder for -m), the folders a .pth file's code puts first (pth_code_paths), the
+# standard library, the site folders and the folders their .pth files add, then setuptools'
+# editable finders (__editable___*_finder.py MAPPING). A package
 # folder needs __init__.py; a folder without one is a namespace portion that a later
 # regular package wins over, as importlib decides.
 #
@@ -20,7 +21,7 @@ import os
 import sys
 
 from envdoctor.probe.host.core import open_regular
-from envdoctor.probe.host.drift_ast import dotted
+from envdoctor.probe.host.drift_ast import const_value, dotted
 from envdoctor.probe.host.drift_imports import CLASS_NAMES, TYPING, import_sites
 
 try:
@@ -78,13 +79,88 @@ def editable_mapping(folders):
     return found
 
 
-class ImportFinder(object):
-    """Where a module would be found. find(module) -> Found."""
+def _pth_value(node, site, imported):
+    """The folder an expression of a .pth line names, read without running it: a string,
+    os.path.join/dirname/abspath of such, or `pkg.__path__[0]` / `pkg.__file__` of a package
+    the line imports from this site folder. None for anything else."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "__path__":
+        name = dotted(node.value.value)
+        if name in imported and os.path.isdir(os.path.join(site, *name.split("."))):
+            return os.path.join(site, *name.split("."))
+        return None
+    if isinstance(node, ast.Attribute) and node.attr == "__file__":
+        name = dotted(node.value)
+        if name in imported and os.path.isfile(os.path.join(site, *name.split(".") + ["__init__.py"])):
+            return os.path.join(site, *name.split(".") + ["__init__.py"])
+        return None
+    ok, value = const_value(node)
+    if ok:
+        return value if isinstance(value, str) else None
+    if isinstance(node, ast.Call) and not node.keywords:
+        func = dotted(node.func) or ""
+        args = [_pth_value(a, site, imported) for a in node.args]
+        if any(a is None for a in args) or not args:
+            return None
+        if func in ("os.path.join", "join", "path.join"):
+            return os.path.join(*args)
+        if func in ("os.path.dirname", "dirname") and len(args) == 1:
+            return os.path.dirname(args[0])
+        if func in ("os.path.abspath", "os.path.realpath") and len(args) == 1:
+            return os.path.abspath(args[0])
+    return None
 
-    def __init__(self, path0, sites, extra, editable=None, stdlib=None):
+
+def pth_code_paths(site):
+    """(front, back): the folders the code lines of a site folder's .pth files put on sys.path
+    (`import sys, os, nvidia_cutlass_dsl; sys.path.insert(0, os.path.join(
+    nvidia_cutlass_dsl.__path__[0], 'dsl_packages'))`), read with ast, never run; front for
+    `sys.path.insert(0, ...)`, back for `sys.path.append(...)`. A line this cannot read adds
+    nothing (the import system may then find more than files say: never less than here)."""
+    front, back = [], []
+    try:
+        names = sorted(n for n in os.listdir(site) if n.endswith(".pth") and not n.startswith("."))
+    except OSError:
+        return front, back
+    for name in names:
+        try:
+            with open_regular(os.path.join(site, name)) as handle:
+                text = handle.read(1 << 16).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if not line.startswith(("import ", "import\t")):
+                continue
+            try:
+                tree = ast.parse(line)
+            except (SyntaxError, ValueError):
+                continue
+            imported = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    imported.update(alias.name for alias in node.names if not alias.asname)
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call) or dotted(node.func) not in ("sys.path.insert", "sys.path.append"):
+                    continue
+                where = node.args[-1] if node.args else None
+                folder = _pth_value(where, site, imported) if where is not None else None
+                if folder is None or not os.path.isdir(folder):
+                    continue
+                folder = os.path.normpath(folder)
+                chosen = front if dotted(node.func) == "sys.path.insert" else back
+                if folder not in front and folder not in back:
+                    chosen.append(folder)
+    return front, back
+
+
+class ImportFinder(object):
+    """Where a module would be found. find(module) -> Found. `front`: folders searched after
+    path0 and before the standard library (what a .pth line inserts at 0)."""
+
+    def __init__(self, path0, sites, extra, editable=None, stdlib=None, front=()):
         self.path0 = list(path0)
         self.sites = list(sites)
-        self.extra = [p for p in extra if p not in self.sites]
+        self.front = [p for p in front if p not in self.sites]
+        self.extra = [p for p in extra if p not in self.sites and p not in self.front]
         self.editable = editable or {}
         self.stdlib = stdlib if stdlib is not None else stdlib_names()
         self.listings = {}
@@ -108,7 +184,8 @@ class ImportFinder(object):
                 return "pkg", init
             if any(os.path.isfile(os.path.join(base, "__init__" + s)) for s in EXTENSION_SUFFIXES + [".pyc"]):
                 return "ext", base
-            return "ns", base
+        # A folder without __init__ is a namespace portion only when no module of the name is
+        # beside it (FileFinder: pydantic_core/_pydantic_core/ of stubs beside the .so).
         for suffix in EXTENSION_SUFFIXES:
             if name + suffix in names:
                 return "ext", base + suffix
@@ -116,6 +193,8 @@ class ImportFinder(object):
             return "mod", base + ".py"
         if name + ".pyc" in names:
             return "ext", base + ".pyc"
+        if name in names and os.path.isdir(base):
+            return "ns", base
         return None
 
     def search(self, folders, name, origins):
@@ -134,13 +213,15 @@ class ImportFinder(object):
     def top(self, name):
         if name in sys.builtin_module_names:
             return Found("found", "builtin", None, "stdlib")
-        folders = self.path0 + self.sites + self.extra
-        origins = ["local"] * len(self.path0) + ["site"] * len(self.sites) + ["path"] * len(self.extra)
-        kind, path, origin, portions = self.search(self.path0, name, origins[:len(self.path0)])
+        first = self.path0 + self.front
+        folders = first + self.sites + self.extra
+        origins = ["local"] * len(self.path0) + ["path"] * len(self.front) + ["site"] * len(self.sites) + \
+            ["path"] * len(self.extra)
+        kind, path, origin, portions = self.search(first, name, origins[:len(first)])
         if kind is None and name in self.stdlib:
             return Found("found", "stdlib", None, "stdlib")
         if kind is None:
-            kind, path, origin, more = self.search(folders[len(self.path0):], name, origins[len(self.path0):])
+            kind, path, origin, more = self.search(folders[len(first):], name, origins[len(first):])
             portions += more
         if kind is None and name in self.editable:
             return self.mapped(name, self.editable[name])
@@ -397,7 +478,7 @@ def shadows(folders, finder, owner_of):
     top-level one of the same name: only a regular package, a module or a compiled module
     hides; a folder without __init__.py is a namespace portion a regular package wins over."""
     found = []
-    installed_finder = ImportFinder([], finder.sites, finder.extra, finder.editable, set())
+    installed_finder = ImportFinder([], finder.sites, finder.extra, finder.editable, set(), finder.front)
     for folder in folders:
         for entry in sorted(finder.names_in(folder)):
             name = entry[:-3] if entry.endswith(".py") else entry.split(".")[0] if "." in entry else entry
