@@ -466,8 +466,8 @@ def analyse(args, sites, candidates=(), parts=PARTS):
         baselines, base_read, base_parsed, base_bytes = known_good(out_consumers, providers, candidates,
                                                                    modules.max_file)
         modules.read.update(base_read)
-        summaries = dict((m, s) for m, s in modules.summaries.items() if s is not None)
-        parsed = budget["parsed"] + len(summaries) + base_parsed
+        parsed = budget["parsed"] + sum(1 for s in modules.summaries.values() if s is not None) + base_parsed
+        summaries = needed_summaries(out_consumers, modules)
         modules.bytes += base_bytes
         data.update({"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []),
                      "import_names": import_names, "consumers": out_consumers, "providers": providers,
@@ -477,6 +477,61 @@ def analyse(args, sites, candidates=(), parts=PARTS):
     data.update({"files_parsed": parsed + (data.get("imports") or {}).get("files", 0), "bytes_read": modules.bytes,
                  "_read": modules.read})
     return data
+
+
+def needed_summaries(consumers, modules):
+    """The summaries the controller's judge of the kept uses reads: those a fresh resolver
+    loads following them (the judge runs the same resolver on the same summaries)."""
+    needed = {}
+
+    def load(module):
+        if module not in needed:
+            summary = modules.load(module)
+            if summary is not None and "names" in summary:
+                summary = dict(summary, names=_AskedNames(summary["names"]))
+            needed[module] = summary
+        return needed[module]
+
+    resolver = Resolver(load)
+    seen = set()
+    for consumer in consumers:
+        for use in consumer["uses"]:
+            key = (use["path"], use["kind"], bool(use.get("amb")))
+            if key not in seen:
+                seen.add(key)
+                resolve_use(resolver, use)
+    # Each summary keeps only the names the resolver asked for (the judge asks the same):
+    # a generated module of thousands of functions travels as the few a consumer calls.
+    shipped = {}
+    for module, summary in needed.items():
+        if summary is not None:
+            if isinstance(summary.get("names"), _AskedNames):
+                summary = dict(summary, names=summary["names"].asked_part())
+            shipped[module] = summary
+    return shipped
+
+
+class _AskedNames(dict):
+    """A summary's names that remember which were asked for (present or not)."""
+
+    def __init__(self, names):
+        dict.__init__(self, names)
+        self.asked = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return dict.get(self, key, default)
+
+    def __contains__(self, key):
+        self.asked.add(key)
+        return dict.__contains__(self, key)
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return dict.__getitem__(self, key)
+
+    def asked_part(self):
+        return dict((k, dict.__getitem__(self, k)) for k in self.asked if dict.__contains__(self, k))
 
 
 def known_good(consumers, providers, candidates, max_file):
@@ -590,8 +645,38 @@ def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget, facts=N
             if key not in resolved:
                 resolved.add(key)
                 resolve_use(resolver, use)
+            settle(record, use, resolver)
         del tree, bindings
     return record
+
+
+#: Uses kept per pair whose verdict is `unresolved` (the rest are counted): a provider of
+#: compiled code (torch) is reached by tens of thousands, all unresolved for the same reason.
+MAX_UNRESOLVED_KEPT = 25
+
+
+def settle(record, use, resolver):
+    """Keep a use for the controller unless its verdict is already certain here, by the same
+    resolver and the first rules of envdoctor.drift.judge: a name or import that resolves
+    fits (one in a `try` stays: it tells whether the fallback runs), and one that reaches only
+    what cannot be read is unresolved (a few are kept as examples). Those are counted."""
+    verdict = None
+    if use.get("amb"):
+        verdict = "unresolved"
+    else:
+        found = [t for t in resolver.resolve(use["path"]) if t.kind != "missing"]
+        if found and all(t.kind == "unresolved" for t in found):
+            verdict = "unresolved"
+        elif found and use["kind"] != "call" and not any("try" in g for g in use.get("g") or []):
+            verdict = "fits"
+    if verdict is None:
+        return
+    counts = record.setdefault("settled", {}).setdefault(use["provider"], {"fits": 0, "unresolved": 0, "kept": 0})
+    if verdict == "unresolved" and counts["kept"] < MAX_UNRESOLVED_KEPT:
+        counts["kept"] += 1  # an example the controller judges (and says why)
+        return
+    counts[verdict] += 1
+    record["uses"].pop()  # (the use settle was given is the last one kept)
 
 
 def resolve_use(resolver, use):

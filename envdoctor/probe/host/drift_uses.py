@@ -6,7 +6,7 @@
 
 import ast
 
-from envdoctor.probe.host.drift_ast import absolute_module, const_value, dotted
+from envdoctor.probe.host.drift_ast import absolute_module, child_nodes, const_value, dotted, walk_nodes
 from envdoctor.probe.host.drift_flags import FlagScope
 
 #: Handlers that make their try body guarded code (the author expected it could fail).
@@ -41,7 +41,7 @@ class Bindings(object):
         # the import fails, not a second callee (ast.walk visits an Assign before its targets).
         placeholders = set()
         other = self.others.add
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             kind = type(node)
             if kind is ast.Name:
                 if type(node.ctx) is not ast.Load and id(node) not in placeholders:
@@ -175,17 +175,11 @@ class UseFinder(object):
                     if alias.name != "*":
                         self.add(node, mod + "." + alias.name, "import", alias.name, guards)
         else:
-            for field, value in ast.iter_fields(node):
-                if isinstance(value, list):
-                    for item in value:
-                        if isinstance(item, ast.stmt):
-                            self.visit(item, guards)
-                        elif isinstance(item, ast.AST):
-                            self.visit_expr(item, guards)
-                elif isinstance(value, ast.stmt):
-                    self.visit(value, guards)
-                elif isinstance(value, ast.AST):
-                    self.visit_expr(value, guards)
+            for item in child_nodes(node):
+                if isinstance(item, ast.stmt):
+                    self.visit(item, guards)
+                else:
+                    self.visit_expr(item, guards)
 
     def visit_expr(self, node, guards):
         stack = [node]
@@ -203,12 +197,12 @@ class UseFinder(object):
                 path = self.watched(item)
                 if path is not None:
                     self.add(item, path[0], "attr", dotted(item), guards, ambiguous=path[1])
-                    for sub in ast.walk(item):
+                    for sub in walk_nodes(item):
                         callees.add(id(sub))
             if isinstance(item, ast.Attribute):
                 # the inner chain of a.b.c is not a use of its own
                 callees.add(id(item.value))
-            stack.extend(ast.iter_child_nodes(item))
+            stack.extend(child_nodes(item))
 
     @staticmethod
     def is_super_call(func):
@@ -230,9 +224,17 @@ class UseFinder(object):
 
     def add_call(self, call, path, guards, bound=False):
         kws = [kw.arg for kw in call.keywords if kw.arg]
-        shape = {"n": sum(1 for a in call.args if not type(a).__name__ == "Starred"),
-                 "star": any(type(a).__name__ == "Starred" for a in call.args),
-                 "kw": kws, "dstar": any(kw.arg is None for kw in call.keywords)}
+        # (only what is there: tens of thousands of calls travel)
+        shape = {}
+        positional = sum(1 for a in call.args if not type(a).__name__ == "Starred")
+        if positional:
+            shape["n"] = positional
+        if any(type(a).__name__ == "Starred" for a in call.args):
+            shape["star"] = True
+        if kws:
+            shape["kw"] = kws
+        if any(kw.arg is None for kw in call.keywords):
+            shape["dstar"] = True
         if bound:
             shape["bound"] = 1
         self.add(call, path[0], "call", dotted(call.func) or "super()." + call.func.attr, guards,

@@ -18,11 +18,12 @@
 
 import ast
 import os
+import re
 import sys
 
 from envdoctor.probe.host.core import open_regular
-from envdoctor.probe.host.drift_ast import const_value, dotted
-from envdoctor.probe.host.drift_imports import CLASS_NAMES, TYPING, import_sites
+from envdoctor.probe.host.drift_ast import const_value, dotted, walk_nodes
+from envdoctor.probe.host.drift_imports import CLASS_NAMES, IMPORT, TYPING, import_sites
 
 try:
     from importlib.machinery import EXTENSION_SUFFIXES
@@ -46,6 +47,7 @@ def stdlib_names():
             except OSError:
                 continue
     names.add("__future__")
+    names.add("__main__")  # always in sys.modules: the running program
     return names
 
 
@@ -328,6 +330,7 @@ class ImportWalk(object):
         self.truncated = False
         self.bound = {}  # path -> (names its module level binds, whether it makes names at run time)
         self.pending = []  # `from package import name`: a name or a submodule, told once the package is read
+        self.library_files = set()  # files of libraries not followed, read for their sure imports
 
     def add(self, path, module, klass, as_main=False):
         if as_main:
@@ -341,9 +344,15 @@ class ImportWalk(object):
         return any(path.startswith(site.rstrip("/") + "/") for site in self.finder.sites)
 
     def enqueue(self, found, klass):
-        """Queue the files importing a module runs: each package on the way, then the module."""
+        """Queue the files importing a module runs: each package on the way, then the module.
+        A file of another installed library is read too when the import surely runs (class
+        "import"), for its own sure imports only: `safetensors.torch` runs `import torch`."""
         for module, path in found.chain:
             if not self.in_site(path) or (klass <= self.library_class and self.owner(path) in self.follow_dists):
+                self.library_files.discard(path)
+                self.add(path, module, klass)
+            elif klass == IMPORT and path not in self.klass:
+                self.library_files.add(path)
                 self.add(path, module, klass)
 
     def run(self):
@@ -377,6 +386,8 @@ class ImportWalk(object):
             return None, True
 
     def visit(self, path, module, klass):
+        if path in self.library_files:
+            return self.visit_library(path, module)
         try:
             tree = ast.parse(self.read(path), filename=path)
         except (OSError, SyntaxError, ValueError, RecursionError) as exc:
@@ -386,8 +397,37 @@ class ImportWalk(object):
         is_package = path.endswith("__init__.py")
         if is_package:
             self.bound[path] = bound_names(tree)
+        library = path in self.library_files
         for site in import_sites(tree, module, is_package, self.conditions, path in self.main_files):
+            if library and site.klass != IMPORT:
+                continue  # the library's optional imports are its own affair
             self.site(site, path, max(klass, site.klass))
+
+    def visit_library(self, path, module):
+        """A library file's sure imports without parsing it: those are the import statements
+        at the start of a line (any other is indented inside a block), each parsed alone. A
+        docstring line that looks like one may add a module to follow; a missing module is
+        reported only when the parsed file confirms the import."""
+        try:
+            data = self.read(path)
+        except OSError as exc:
+            self.errors.append({"path": self.relative(path), "message": str(exc)[:300]})
+            return
+        self.counts["files"] += 1
+        is_package = path.endswith("__init__.py")
+        confirmed = None
+        for site in top_import_sites(data, module, is_package):
+            if self.finder.find(site.module).status == "missing" and not site.relative_error:
+                if confirmed is None:
+                    try:
+                        tree = ast.parse(data, filename=path)
+                    except (SyntaxError, ValueError, RecursionError):
+                        tree = None
+                    confirmed = set((s.module, s.line) for s in import_sites(tree, module, is_package, self.conditions)
+                                    if s.klass == IMPORT) if tree is not None else set()
+                if (site.module, site.line) not in confirmed:
+                    continue
+            self.site(site, path, IMPORT)
 
     def resolves(self, module):
         return self.finder.find(module).status != "missing"
@@ -441,6 +481,40 @@ class ImportWalk(object):
         return dict((p, CLASS_NAMES[k]) for p, k in self.klass.items() if p in self.done and predicate(p))
 
 
+_TOP_IMPORT = re.compile(rb"^(?:import|from)[ \t]", re.M)
+
+
+def top_import_sites(data, module, is_package):
+    """ImportSites of the import statements that start a line (module level, outside any
+    block), each statement parsed on its own (with its parenthesised or continued lines)."""
+    found = []
+    line, counted = 1, 0
+    for match in _TOP_IMPORT.finditer(data):
+        start = match.start()
+        line += data.count(b"\n", counted, start)
+        counted = start
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        text = data[start:end]
+        if b"(" in text and b")" not in text:
+            close = data.find(b")", end)
+            if close < 0:
+                continue
+            end = close + 1
+        while data[start:end].rstrip().endswith(b"\\"):
+            more = data.find(b"\n", end + 1)
+            end = len(data) if more < 0 else more
+        try:
+            tree = ast.parse(data[start:end])
+        except (SyntaxError, ValueError):
+            continue
+        for site in import_sites(tree, module, is_package, None):
+            site.line = line
+            site.klass = IMPORT
+            found.append(site)
+    return found
+
+
 def bound_names(tree):
     """(the names a module binds at its top level, whether it may make others at run time: a
     star import, a module __getattr__, writes to globals() or sys.modules)."""
@@ -460,7 +534,7 @@ def bound_names(tree):
                     dynamic = True
                 names.add(alias.asname or alias.name.split(".")[0])
             continue
-        for child in ast.walk(node):
+        for child in walk_nodes(node):
             if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
                 names.add(child.id)
             elif isinstance(child, ast.Call) and (dotted(child.func) or "").split(".")[-1] in ("globals", "setattr",
