@@ -255,6 +255,8 @@ def judge(data: Mapping[str, Any], python: str = "<venv>/bin/python") -> list[Pa
             verdict = judge_.judge_use(use)
             if verdict is None:
                 continue
+            if verdict[0] == ERROR and (setter := _set_by_consumer(use, consumer)):
+                verdict = (UNRESOLVED, f"{consumer['name']} sets {setter} itself at run time", "")
             severity, why, definition = verdict
             if severity != UNRESOLVED:
                 graded = judge_.guard_severity(use.get("g") or [], try_ok.get(use["file"], {}))
@@ -278,6 +280,15 @@ def judge(data: Mapping[str, Any], python: str = "<venv>/bin/python") -> list[Pa
                                     counts[provider], remedy, known_good,
                                     int((settled.get(provider) or {}).get("unresolved", 0))))
     return pairs
+
+
+def _set_by_consumer(use: Mapping[str, Any], consumer: Mapping[str, Any]) -> str:
+    """The provider name (or a prefix of the use's) the consumer assigns at run time, or ""."""
+    path = str(use.get("path", ""))
+    for name in consumer.get("sets") or []:
+        if path == name or path.startswith(f"{name}."):
+            return str(name)
+    return ""
 
 
 def _try_imports_resolve(judge_: _Judge, uses: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, bool]]:

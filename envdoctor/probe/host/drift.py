@@ -30,6 +30,7 @@ import re
 import stat
 import sys
 import time
+import warnings
 
 from envdoctor.probe.host.audit_hash import write_private
 from envdoctor.probe.host.audit_record import fsb, stat_key
@@ -406,7 +407,11 @@ def run_section(args, parts, cache_name):
             cached["host_seconds"] = round(time.time() - started, 4)
             cached["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
             return cached
-    data = analyse(args, sites, candidates, parts)
+    with warnings.catch_warnings():
+        # Compiling a library's sources warns (SyntaxWarning: invalid escape sequence): that
+        # is the library's business, never this section's stderr or message.
+        warnings.simplefilter("ignore")
+        data = analyse(args, sites, candidates, parts)
     read = data.pop("_read")
     data["cache"] = "miss"
     if use_cache:
@@ -632,7 +637,8 @@ def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget, facts=N
         tops = set(top for top in bindings.tops if may_provide(top))
         if not tops:
             continue
-        for use in UseFinder(tree, module, is_package, tops, bindings, facts).run():
+        finder = UseFinder(tree, module, is_package, tops, bindings, facts)
+        for use in finder.run():
             provider = provider_of(use["path"])
             if provider is None:
                 continue
@@ -646,7 +652,9 @@ def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget, facts=N
                 resolved.add(key)
                 resolve_use(resolver, use)
             settle(record, use, resolver)
-        del tree, bindings
+        if finder.sets:
+            record["sets"] = sorted(set(record.get("sets", [])) | finder.sets)
+        del tree, bindings, finder
     return record
 
 

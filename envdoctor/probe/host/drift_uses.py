@@ -5,6 +5,7 @@
 # checks, hasattr, TYPE_CHECKING), so the controller can grade what it finds.
 
 import ast
+import re
 
 from envdoctor.probe.host.drift_ast import absolute_module, child_nodes, const_value, dotted, walk_nodes
 from envdoctor.probe.host.drift_flags import FlagScope
@@ -13,6 +14,10 @@ from envdoctor.probe.host.drift_flags import FlagScope
 GUARD_EXCEPTIONS = frozenset(["ImportError", "ModuleNotFoundError", "AttributeError", "TypeError",
                               "Exception", "BaseException"])
 IMPORT_ERRORS = frozenset(["ImportError", "ModuleNotFoundError"])
+#: Words that name a hardware backend in a function's name or a branch's test (`def
+#: _build_xpu_ids`, `if is_npu():`): code for a device this host may not have, whose
+#: provider build may lack what it calls (the CUDA sgl_kernel has no XPU kernels).
+_BACKEND = re.compile(r"(?:^|_|\b)(xpu|npu|hpu|musa|rocm|hip|mps|tpu|habana|gaudi|ascend|neuron|mlu)(?:$|_|\b)", re.I)
 _VERSION_CALLS = frozenset(["parse", "Version", "LooseVersion", "StrictVersion", "version", "parse_version"])
 _OPS = {"Lt": "<", "LtE": "<=", "Gt": ">", "GtE": ">=", "Eq": "==", "NotEq": "!="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
@@ -111,6 +116,7 @@ class UseFinder(object):
         self.tops = tops
         self.bindings = (bindings or Bindings(tree, module, is_package)).watch(tops)
         self.uses = []
+        self.sets = set()  # provider names the file assigns (module.attr = ...)
         self.tries = 0
         self.tree = tree
         self.super_base = None  # the provider class the class being visited derives from
@@ -132,7 +138,26 @@ class UseFinder(object):
             self.visit(node, guards)
 
     def visit(self, node, guards):
-        if isinstance(node, ast.ClassDef):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            backend = _BACKEND.search(node.name)
+            if backend:
+                guards = guards + [{"backend": backend.group(1).lower()}]
+            for item in child_nodes(node):
+                if isinstance(item, ast.stmt):
+                    self.visit(item, guards)
+                else:
+                    self.visit_expr(item, guards)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            # `provider_module.name = ...`: the consumer sets a provider name at run time
+            # (modelscope keeps transformers' original function there): not a missing name.
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Attribute):
+                    path = self.watched(target)
+                    if path is not None and not path[1]:
+                        self.sets.add(path[0])
+            for item in child_nodes(node):
+                self.visit_expr(item, guards)
+        elif isinstance(node, ast.ClassDef):
             # super().m(...) in a subclass of a provider class calls the provider's m (bound):
             # only with that one base, so no other class of the MRO can provide m first.
             outer = self.super_base
@@ -263,6 +288,8 @@ class UseFinder(object):
             version = self.version_test(inner)
         if version is not None:
             return [dict(version, neg=1 if negated else 0)], [dict(version, neg=0 if negated else 1)]
+        if any(_BACKEND.search(dotted(sub) or "") for sub in walk_nodes(test) if isinstance(sub, (ast.Name, ast.Attribute))):
+            return [{"backend": 1}], []
         if self.facts is not None:
             verdict = self.facts.decide(test, self.scope())
             if verdict is not None:
