@@ -27,7 +27,7 @@ class _Square:
 
 def test_forked_workers_answer_in_order_and_a_dead_workers_share_is_done_here(monkeypatch) -> None:
     """Results come in index order from two workers; one dying leaves nothing out."""
-    monkeypatch.setattr(drift_consumers, "PARALLEL_MIN_FILES", 4)
+    monkeypatch.setattr(drift_consumers, "DRIFT_PARALLEL_MIN_FILES", 4)
     work = _Square()
     work.parent = os.getpid()
     assert list(drift_consumers.forked_results(100, work, 2)) == [(i, i * i) for i in range(100)]

@@ -174,3 +174,19 @@ def test_versions_order_as_pep_440_says() -> None:
     order = ["5.17.0.dev0", "5.17.0a1", "5.17.0rc1", "5.17", "5.17.0.post1", "5.19.0+cu130"]
     assert sorted(order, key=version_key) == order
     assert version_key("2.0") == version_key("2.0.0") and version_key("not a version") is None
+
+
+def test_the_drift_host_modules_share_no_top_level_name_with_another_host_module() -> None:
+    """The probe's modules run in one namespace: a drift name defined twice would replace the other."""
+    import ast as ast_module
+    from collections import defaultdict
+
+    host = Path(__file__).resolve().parents[2] / "envdoctor" / "probe" / "host"
+    defined: dict[str, set[str]] = defaultdict(set)
+    for path in host.glob("*.py"):
+        for node in ast_module.parse(path.read_text(encoding="utf-8")).body:
+            names = [node.name] if isinstance(node, (ast_module.FunctionDef, ast_module.ClassDef)) else \
+                [t.id for t in getattr(node, "targets", []) if isinstance(t, ast_module.Name)]
+            for name in names:
+                defined[name].add(path.name)
+    assert {n: f for n, f in defined.items() if len(f) > 1 and any(x.startswith("drift") for x in f)} == {}

@@ -142,16 +142,16 @@ PARTS = ("api", "imports")
 @section("drift")
 def drift_section(args, emit):
     """The API-drift part (and the imports walk too when the request asks for both parts)."""
-    return run_section(args, args.get("parts") or list(PARTS), DRIFT_CACHE_NAME)
+    return drift_run_section(args, args.get("parts") or list(PARTS), DRIFT_CACHE_NAME)
 
 
 @section("imports")
 def imports_section(args, emit):
     """The imports walk alone (code.imports): it never pays for the API-drift analysis."""
-    return run_section(args, ["imports"], "imports-cache")
+    return drift_run_section(args, ["imports"], "imports-cache")
 
 
-def run_section(args, parts, cache_name):
+def drift_run_section(args, parts, cache_name):
     started = time.time()
     cpu = time.process_time()
     sites = site_dirs(args.get("prefix"))

@@ -101,13 +101,13 @@ class _AskedNames(dict):
 
 
 #: Fewer consumer files than this are read here: a fork costs more than it saves.
-PARALLEL_MIN_FILES = 64
+DRIFT_PARALLEL_MIN_FILES = 64
 #: At most this many processes read consumer files.
-MAX_WORKERS = 8
+DRIFT_MAX_WORKERS = 8
 
 
 #: Files a worker answers for in one message (the caller resolves them while it reads on).
-BATCH = 24
+DRIFT_BATCH = 24
 
 
 def forked_results(count, work, workers):
@@ -116,11 +116,11 @@ def forked_results(count, work, workers):
     its length, as audit_hash.HashRun's workers do), so the caller works on the first answers
     while they read on. A worker that fails or is killed loses nothing: what it did not answer
     is done here. `work.extra()` is what a worker sends last (its reads), `work.merge` takes it."""
-    if workers <= 1 or count < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
+    if workers <= 1 or count < DRIFT_PARALLEL_MIN_FILES or not hasattr(os, "fork"):
         for index in range(count):
             yield index, work(index)
         return
-    share = min(workers, MAX_WORKERS)
+    share = min(workers, DRIFT_MAX_WORKERS)
     parent = os.getpid()
     children = {}  # read end -> (pid, number)
     for number in range(share):
@@ -140,7 +140,7 @@ def forked_results(count, work, workers):
                     if os.getppid() != parent:
                         break  # the probe is gone: so is its work
                     batch.append((index, work(index)))
-                    if len(batch) >= BATCH:
+                    if len(batch) >= DRIFT_BATCH:
                         _send(write_end, (batch, None))
                         batch = []
                 _send(write_end, (batch, work.extra()))

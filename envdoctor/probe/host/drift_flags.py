@@ -14,26 +14,26 @@ import re
 
 from envdoctor.probe.host.drift_ast import absolute_module, const_value, dotted
 
-_VERSION_TEXT = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
+_FLAG_VERSION_TEXT = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
                            r"(?:[-_.]?(post|rev|r)[-_.]?(\d*))?(?:[-_.]?(dev)[-_.]?(\d*))?(?:\+[a-z0-9.]*)?$")
-_PHASES = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-_VERSION_CALLS = frozenset(["Version", "parse", "parse_version", "LooseVersion", "StrictVersion"])
-_METADATA_VERSION = frozenset(["importlib.metadata.version", "importlib_metadata.version", "metadata.version",
+_FLAG_PHASES = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+_FLAG_VERSION_CALLS = frozenset(["Version", "parse", "parse_version", "LooseVersion", "StrictVersion"])
+_FLAG_METADATA_VERSION = frozenset(["importlib.metadata.version", "importlib_metadata.version", "metadata.version",
                                "version"])
-_FIND_SPEC = frozenset(["importlib.util.find_spec", "util.find_spec", "find_spec"])
+_FLAG_FIND_SPEC = frozenset(["importlib.util.find_spec", "util.find_spec", "find_spec"])
 #: How deep a flag may refer to another flag (WITH_ROPE -> V -> version("x")).
 MAX_FLAG_DEPTH = 6
 
 
 def version_key(text):
     """A sort key for a PEP 440 version (dev < a < b < rc < final < post), None when not one."""
-    match = _VERSION_TEXT.match(str(text).strip().lower())
+    match = _FLAG_VERSION_TEXT.match(str(text).strip().lower())
     if not match:
         return None
     release = [int(p) for p in match.group(1).split(".")]
     while len(release) > 1 and release[-1] == 0:
         release.pop()
-    phase, number = (_PHASES[match.group(2)], int(match.group(3) or 0)) if match.group(2) else (3, 0)
+    phase, number = (_FLAG_PHASES[match.group(2)], int(match.group(3) or 0)) if match.group(2) else (3, 0)
     post = int(match.group(5) or 0) if match.group(4) else -1
     dev = (0, int(match.group(7) or 0)) if match.group(6) else (1, 0)
     if match.group(6) and not match.group(2) and not match.group(4):
@@ -41,11 +41,11 @@ def version_key(text):
     return (tuple(release), phase, number, post, dev)
 
 
-_COMPARE = {"Lt": lambda a, b: a < b, "LtE": lambda a, b: a <= b, "Gt": lambda a, b: a > b,
+_FLAG_COMPARE = {"Lt": lambda a, b: a < b, "LtE": lambda a, b: a <= b, "Gt": lambda a, b: a > b,
             "GtE": lambda a, b: a >= b, "Eq": lambda a, b: a == b, "NotEq": lambda a, b: a != b}
 
 
-class Version(object):
+class FlagVersion(object):
     """A version string read from the environment or written as one (Version("5.17.0.dev0"))."""
 
     __slots__ = ("text",)
@@ -55,9 +55,9 @@ class Version(object):
 
 
 #: What find_spec returns for a module the files show (anything but None).
-FOUND = object()
+FLAG_FOUND = object()
 #: An expression whose value the files cannot tell.
-UNKNOWN = object()
+FLAG_UNKNOWN = object()
 
 
 class FlagScope(object):
@@ -121,9 +121,9 @@ class FlagFacts(object):
 
     def decide(self, test, scope, depth=0):
         value = self.value(test, scope, depth)
-        if value is UNKNOWN or isinstance(value, Version):
+        if value is FLAG_UNKNOWN or isinstance(value, FlagVersion):
             return None
-        if value is FOUND:
+        if value is FLAG_FOUND:
             return True
         if isinstance(value, (bool, int, str, tuple)) or value is None:
             return bool(value)
@@ -131,19 +131,19 @@ class FlagFacts(object):
 
     def value(self, node, scope, depth=0):
         if depth > MAX_FLAG_DEPTH or node is None:
-            return UNKNOWN
+            return FLAG_UNKNOWN
         ok, constant = const_value(node)
         if ok:
             return constant
         kind = type(node).__name__
         if kind == "UnaryOp" and type(node.op).__name__ == "Not":
             inner = self.decide(node.operand, scope, depth + 1)
-            return UNKNOWN if inner is None else not inner
+            return FLAG_UNKNOWN if inner is None else not inner
         if kind == "BoolOp":
             values = [self.decide(v, scope, depth + 1) for v in node.values]
             if type(node.op).__name__ == "And":
-                return False if False in values else (UNKNOWN if None in values else True)
-            return True if True in values else (UNKNOWN if None in values else False)
+                return False if False in values else (FLAG_UNKNOWN if None in values else True)
+            return True if True in values else (FLAG_UNKNOWN if None in values else False)
         if kind == "Compare" and len(node.ops) == 1:
             return self.compare(type(node.ops[0]).__name__, self.value(node.left, scope, depth + 1),
                                 self.value(node.comparators[0], scope, depth + 1))
@@ -151,7 +151,7 @@ class FlagFacts(object):
             return self.call(node, scope, depth)
         name = dotted(node)
         if name is None or scope is None:
-            return UNKNOWN
+            return FLAG_UNKNOWN
         return self.named(name, scope, depth)
 
     def named(self, name, scope, depth):
@@ -159,16 +159,16 @@ class FlagFacts(object):
         if parts[-1] == "__version__" and len(parts) > 1:
             target = self.qualified(".".join(parts[:-1]), scope)
             text = self.version(target.split(".")[0]) if target else None
-            return Version(text) if text else UNKNOWN
+            return FlagVersion(text) if text else FLAG_UNKNOWN
         if len(parts) == 1 and parts[0] in scope.values:
             return self.value(scope.values[parts[0]], scope, depth + 1)
         target = self.qualified(name, scope)
         if not target or "." not in target:
-            return UNKNOWN
+            return FLAG_UNKNOWN
         module, _, leaf = target.rpartition(".")
         other = self.scope(module)
         if other is None or leaf not in other.values:
-            return UNKNOWN
+            return FLAG_UNKNOWN
         return self.value(other.values[leaf], other, depth + 1)
 
     @staticmethod
@@ -181,44 +181,44 @@ class FlagFacts(object):
         func = dotted(node.func) or ""
         last = func.split(".")[-1]
         if len(node.args) != 1 or node.keywords:
-            return UNKNOWN
-        if func in _FIND_SPEC or (last == "find_spec" and scope is not None and
+            return FLAG_UNKNOWN
+        if func in _FLAG_FIND_SPEC or (last == "find_spec" and scope is not None and
                                   (self.qualified(func, scope) or "").endswith("util.find_spec")):
             ok, module = const_value(node.args[0])
             found = self.found(module) if ok and isinstance(module, str) and module else None
-            return UNKNOWN if found is None else (FOUND if found else None)
-        if func in _METADATA_VERSION:
+            return FLAG_UNKNOWN if found is None else (FLAG_FOUND if found else None)
+        if func in _FLAG_METADATA_VERSION:
             ok, name = const_value(node.args[0])
             text = self.version(name) if ok and isinstance(name, str) else None
-            return Version(text) if text else UNKNOWN  # (not installed: version() raises)
-        if last in _VERSION_CALLS:
+            return FlagVersion(text) if text else FLAG_UNKNOWN  # (not installed: version() raises)
+        if last in _FLAG_VERSION_CALLS:
             inner = self.value(node.args[0], scope, depth + 1)
             if isinstance(inner, str):
-                return Version(inner)
-            return inner if isinstance(inner, Version) else UNKNOWN
-        return UNKNOWN
+                return FlagVersion(inner)
+            return inner if isinstance(inner, FlagVersion) else FLAG_UNKNOWN
+        return FLAG_UNKNOWN
 
     @staticmethod
     def compare(op, left, right):
-        if left is UNKNOWN or right is UNKNOWN:
-            return UNKNOWN
+        if left is FLAG_UNKNOWN or right is FLAG_UNKNOWN:
+            return FLAG_UNKNOWN
         if op in ("Is", "IsNot"):
             if left is None or right is None:
                 same = left is right if (left is None and right is None) else False
                 return same if op == "Is" else not same
-            return UNKNOWN
-        compare = _COMPARE.get(op)
+            return FLAG_UNKNOWN
+        compare = _FLAG_COMPARE.get(op)
         if compare is None:
-            return UNKNOWN
-        if isinstance(left, Version) or isinstance(right, Version):
-            keys = [version_key(v.text if isinstance(v, Version) else v) if isinstance(v, (Version, str)) else None
+            return FLAG_UNKNOWN
+        if isinstance(left, FlagVersion) or isinstance(right, FlagVersion):
+            keys = [version_key(v.text if isinstance(v, FlagVersion) else v) if isinstance(v, (FlagVersion, str)) else None
                     for v in (left, right)]
             if None in keys:
-                return UNKNOWN
+                return FLAG_UNKNOWN
             return compare(keys[0], keys[1])
-        if left is FOUND or right is FOUND:
-            return UNKNOWN
+        if left is FLAG_FOUND or right is FLAG_FOUND:
+            return FLAG_UNKNOWN
         try:
             return bool(compare(left, right))
         except TypeError:
-            return UNKNOWN
+            return FLAG_UNKNOWN
