@@ -190,3 +190,25 @@ def test_the_drift_host_modules_share_no_top_level_name_with_another_host_module
             for name in names:
                 defined[name].add(path.name)
     assert {n: f for n, f in defined.items() if len(f) > 1 and any(x.startswith("drift") for x in f)} == {}
+
+
+def test_a_changed_file_is_read_again_and_the_others_answer_from_the_files_cache(shared: Path) -> None:
+    """After an edit (the whole answer's cache misses), only the edited consumer file is parsed again,
+    and a fact an answer depended on that changed (a top-level name now installed) is noticed."""
+    from tests.unit.test_drift_probe import run as run_section
+
+    first = run_section(shared)
+    assert first["cache"] == "miss" and first["files_reused"] == 0
+    site = next(shared.glob("lib/*/site-packages"))
+    (site / "cons" / "extra.py").write_text("import transformers\nimport newtop\nnewtop.f(1, 2)\n")
+    record = next(site.glob("cons-0.1.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + "cons/extra.py,,\n")
+    second = run_section(shared)
+    assert second["cache"] == "miss" and second["files_reused"] == 1  # cons/__init__.py
+    pairs = {p.provider: p for p in judge(second) if p.consumer == "cons"}
+    assert [f.line for f in pairs["nsp-alpha"].findings] == [5]
+    assert "newtop" not in pairs
+    dist(site, "newtop", "1.0", {"newtop/__init__.py": "def f(a):\n    pass\n"})
+    third = run_section(shared)
+    assert third["files_reused"] == 1  # extra.py depended on newtop being absent: read again
+    assert [f.line for p in judge(third) if p.provider == "newtop" for f in p.findings] == [3]

@@ -57,6 +57,8 @@ from envdoctor.probe.host.sources import src_record_python_files, src_select_dis
 
 DRIFT_CACHE_VERSION = 2  # 2: stat keys of the files read, not (size, mtime)
 DRIFT_CACHE_NAME = "drift-cache"
+#: Each consumer file's uses, kept across answers (see drift_consumers.FileUses).
+FILES_CACHE_NAME = "drift-files"
 
 
 def entry_list(entry):
@@ -75,12 +77,15 @@ def _digest_file(path):
         return None
 
 
-def cache_key(args, sites):
+def cache_key(args, sites, walks=True):
     """The request, the interpreter, the site folders' dist-info entries and the hash of every
-    RECORD, and what the folders the stages start in hold (a module there hides an installed one)."""
-    digest = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args, sys.version, os.getcwd()],
+    RECORD, and, when an import walk runs (`walks`), the working folder and what the folders the
+    stages start in hold (a module there hides an installed one). The API-drift part alone
+    reads none of those: a login folder that changes does not make it read everything again."""
+    digest = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args, sys.version, os.getcwd() if walks else ""],
                                      sort_keys=True).encode("utf-8"))
-    digest.update(folder_listing(args.get("import_entries")).encode("utf-8", "surrogateescape"))
+    if walks:
+        digest.update(folder_listing(args.get("import_entries")).encode("utf-8", "surrogateescape"))
     for site, entry in site_entries(sites):
         digest.update(("\0%s\0%s" % (site, entry)).encode("utf-8", "surrogateescape"))
         if entry.endswith(".dist-info"):
@@ -161,7 +166,8 @@ def drift_run_section(args, parts, cache_name):
     # one that appears or goes changes the answer.
     candidates = baseline_candidates(args.get("baselines") or [], args.get("prefix"),
                                      args.get("discover_baselines", True)) if "api" in parts else []
-    key = cache_key(dict(args, baseline_candidates=candidates, parts=sorted(parts)), sites)
+    key = cache_key(dict(args, baseline_candidates=candidates, parts=sorted(parts)), sites,
+                    walks="imports" in parts or bool(args.get("entry")))
     if use_cache:
         cached = read_cache(folder, key, cache_name)
         if cached is not None:
@@ -214,8 +220,18 @@ def analyse(args, sites, candidates=(), parts=PARTS):
         wanted = set(canonical_name(p) for p in args.get("providers") or [])
         budget = {"files": int(args.get("max_files", 20000)), "parsed": 0}
         resolver = Resolver(modules.load)
-        out_consumers = consumers_uses(consumers, lambda d: [r for r in files[d["name"]] if scope is None or r in scope],
-                                       owners, wanted, modules, resolver, budget, facts)
+        # Each consumer file's answer of an earlier run, reused while the file and the facts it
+        # depended on are the same (an install changes the whole answer's key, not these).
+        folder = drift_cache_folder(args.get("prefix"))
+        files_key = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args.get("code"), sys.version, sites]).encode(
+            "utf-8", "surrogateescape")).hexdigest()
+        known = read_cache(folder, files_key, FILES_CACHE_NAME) if args.get("cache", True) else None
+        out_consumers, work = consumers_uses(
+            consumers, lambda d: [r for r in files[d["name"]] if scope is None or r in scope],
+            owners, wanted, modules, resolver, budget, facts, known if isinstance(known, dict) else None)
+        if args.get("cache", True):
+            write_cache(folder, files_key, {}, work.fresh, FILES_CACHE_NAME)
+        data["files_reused"] = work.reused
         del resolver
         used = set(p for c in out_consumers for p in c["providers"])
         providers = dict((name, {"version": info["version"], "requires": info["requires"]})

@@ -8,12 +8,14 @@
 # reaches) and, when its verdict is already certain, settled and counted instead of sent.
 
 import ast
+import json
 import os
 import re
 import select
 import signal
 
 from envdoctor.probe.host.audit_hash import _receive, _send, usable_cpus
+from envdoctor.probe.host.audit_record import stat_key
 from envdoctor.probe.host.core import canonical_name, read_headers
 from envdoctor.probe.host.drift_resolve import Resolver
 from envdoctor.probe.host.drift_uses import Bindings, UseFinder
@@ -191,24 +193,101 @@ def _end_worker(fd, child):
 
 class FileUses(object):
     """work(index) for forked_results: one consumer file's uses (or why it has none). Reads go
-    through ModuleFiles (its stat keys, errors and byte count come back with extra())."""
+    through ModuleFiles (its stat keys, errors and byte count come back with extra()).
 
-    def __init__(self, tasks, owners, modules, facts):
+    `known` (path -> [stat key, facts, answer as JSON text]) are the answers of an earlier run:
+    one is reused when the file's stat key is the same and so is every fact the answer
+    depended on (which top-level names are installed, what a branch's test asked of the
+    environment: a module found, a version, another module's flags and that module's stat),
+    so a warm run after an install parses only what changed. `fresh` collects new answers."""
+
+    def __init__(self, tasks, owners, modules, facts, known=None):
         self.tasks = tasks  # [(dist, rel, own tops)]
         self.owners = owners
         self.modules = modules
         self.facts = facts
         self.maybe = {}
+        self.known = known or {}
+        self.fresh = {}
+        self.reused = 0
+        self.noted = None  # the facts the file being read depends on
+        if facts is not None:
+            self._watch_facts(facts)
+
+    def _watch_facts(self, facts):
+        found, version, scope = facts.found, facts.version, facts.scope
+
+        def noted(kind, asked, answer):
+            if self.noted is not None:
+                self.noted.append([kind, asked, answer])
+            return answer
+
+        facts.found = lambda module: noted("found", module, found(module))
+        facts.version = lambda name: noted("version", name, version(name))
+
+        def scope_of(module):
+            answer = scope(module)
+            located = self.modules.locate(module)
+            path = located[0] if located is not None and located[1] in (True, False) else None
+            noted("scope", module, [path, self.modules.read.get(path) if path else None])
+            return answer
+
+        facts.scope = scope_of
+        self.raw = (found, version, self.modules)
+
+    def still(self, fact):
+        """Whether a fact an earlier answer depended on holds now."""
+        kind, asked, answer = fact
+        if kind == "top":
+            return self.owners.installed(asked) == answer
+        found, version, modules = self.raw
+        if kind == "found":
+            return found(asked) == answer
+        if kind == "version":
+            return version(asked) == answer
+        located = modules.locate(asked)
+        path = located[0] if located is not None and located[1] in (True, False) else None
+        if path != answer[0]:
+            return False
+        try:
+            return path is None or stat_key(os.stat(path)) == answer[1]
+        except OSError:
+            return False
 
     def may_provide(self, top, own_tops):
         if top in own_tops:
             return False
         if top not in self.maybe:
             self.maybe[top] = self.owners.installed(top)
+        if self.noted is not None:
+            self.noted.append(["top", top, self.maybe[top]])
         return self.maybe[top]
 
     def __call__(self, index):
         dist, rel, own_tops = self.tasks[index]
+        path = os.path.join(dist["site"], rel)
+        earlier = self.known.get(path)
+        if earlier is not None:
+            try:
+                key = stat_key(os.stat(path))
+            except OSError:
+                key = None
+            if key == earlier[0] and all(self.still(f) for f in earlier[1]):
+                self.modules.read[path] = key
+                self.fresh[path] = earlier
+                self.reused += 1
+                return json.loads(earlier[2])
+        self.noted = []
+        try:
+            answer = self.read(dist, rel, own_tops)
+            key = self.modules.read.get(path)
+            if key is not None:
+                self.fresh[path] = [key, self.noted, json.dumps(answer, separators=(",", ":"))]
+            return answer
+        finally:
+            self.noted = None
+
+    def read(self, dist, rel, own_tops):
         modules = self.modules
         try:
             data = modules.read_file(os.path.join(dist["site"], rel))
@@ -233,22 +312,27 @@ class FileUses(object):
 
     def extra(self):
         modules = self.modules
-        return {"read": modules.read, "errors": modules.errors, "bytes": modules.bytes}
+        return {"read": modules.read, "errors": modules.errors, "bytes": modules.bytes, "fresh": self.fresh,
+                "reused": self.reused}
 
     def merge(self, extra):
         self.modules.read.update(extra["read"])
         self.modules.errors.extend(extra["errors"])
         self.modules.bytes += extra["bytes"]
+        self.fresh.update(extra["fresh"])
+        self.reused += extra["reused"]
 
 
-def consumers_uses(consumers, rels_of, owners, wanted, modules, resolver, budget, facts):
-    """Every consumer's record (consumer_uses), the files read in forked workers first."""
+def consumers_uses(consumers, rels_of, owners, wanted, modules, resolver, budget, facts, known=None):
+    """Every consumer's record (consumer_uses), the files read in forked workers first; with
+    the answers of an earlier run (`known`, see FileUses), the files' answers of this run are
+    in the returned FileUses' `fresh`."""
     tasks = []
     for dist in consumers:
         rels = rels_of(dist)
         own_tops = frozenset(r.split("/")[0][:-3] if "/" not in r else r.split("/")[0] for r in rels)
         tasks.extend((dist, rel, own_tops) for rel in rels)
-    work = FileUses(tasks, owners, modules, facts)
+    work = FileUses(tasks, owners, modules, facts, known)
     # Before forking: what every worker would otherwise build again (the RECORD index).
     owners.index()
     results = forked_results(len(tasks), work, usable_cpus())
@@ -258,7 +342,7 @@ def consumers_uses(consumers, rels_of, owners, wanted, modules, resolver, budget
         records.append(consumer_uses(dist, tasks, results, count, owners, wanted, resolver, budget))
     for _rest in results:
         pass  # (what a budget left unread)
-    return records
+    return records, work
 
 
 def consumer_uses(dist, tasks, results, count, owners, wanted, resolver, budget):
