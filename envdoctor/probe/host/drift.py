@@ -59,6 +59,8 @@ DRIFT_CACHE_VERSION = 2  # 2: stat keys of the files read, not (size, mtime)
 DRIFT_CACHE_NAME = "drift-cache"
 #: Each consumer file's uses, kept across answers (see drift_consumers.FileUses).
 FILES_CACHE_NAME = "drift-files"
+#: Each provider module's summary, kept across answers (drift_files.ModuleFiles.summary_kept).
+SUMMARIES_CACHE_NAME = "drift-summaries"
 
 
 def entry_list(entry):
@@ -226,6 +228,8 @@ def analyse(args, sites, candidates=(), parts=PARTS):
         files_key = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args.get("code"), sys.version, sites]).encode(
             "utf-8", "surrogateescape")).hexdigest()
         known = read_cache(folder, files_key, FILES_CACHE_NAME) if args.get("cache", True) else None
+        summaries_known = read_cache(folder, files_key, SUMMARIES_CACHE_NAME) if args.get("cache", True) else None
+        modules.known = summaries_known if isinstance(summaries_known, dict) else {}
         out_consumers, work = consumers_uses(
             consumers, lambda d: [r for r in files[d["name"]] if scope is None or r in scope],
             owners, wanted, modules, resolver, budget, facts, known if isinstance(known, dict) else None)
@@ -249,6 +253,8 @@ def analyse(args, sites, candidates=(), parts=PARTS):
         modules.read.update(base_read)
         parsed = budget["parsed"] + sum(1 for s in modules.summaries.values() if s is not None) + base_parsed
         summaries = needed_summaries(out_consumers, modules)
+        if args.get("cache", True):
+            write_cache(folder, files_key, {}, modules.fresh, SUMMARIES_CACHE_NAME)
         modules.bytes += base_bytes
         data.update({"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []),
                      "import_names": import_names, "consumers": out_consumers, "providers": providers,

@@ -41,6 +41,8 @@ class ModuleFiles(object):
         self.max_file = max_file
         self.finder = finder if finder is not None else module_finder(sites)
         self.summaries = {}
+        self.known = {}  # summaries of an earlier run (see summary_kept)
+        self.fresh = {}  # this run's, to keep
         self.read = {}  # path -> its stat key when it was read
         self.errors = []
         self.bytes = 0
@@ -83,13 +85,29 @@ class ModuleFiles(object):
                 summary = {"ns": True, "names": {}, "stars": [], "pkg": True, "path": self.relative(path[0]) + "/"}
             else:
                 try:
-                    summary = summarize_source(self.read_file(path), module, kind is True, path)
-                    summary["path"] = self.relative(path)
+                    summary = self.summary_kept(path, module, kind is True)
+                    if summary is None:
+                        summary = summarize_source(self.read_file(path), module, kind is True, path)
+                        summary["path"] = self.relative(path)
+                        self.fresh[path] = [self.read[path], module, kind is True, summary]
                 except (OSError, SyntaxError, ValueError, RecursionError) as exc:
                     self.errors.append({"path": self.relative(path), "message": str(exc)[:300]})
                     summary = {"ext": True, "path": self.relative(path), "unreadable": True}
         self.summaries[module] = summary
         return summary
+
+    def summary_kept(self, path, module, is_package):
+        """The summary an earlier run made of the same file (same stat key, module name and
+        kind: `known`, path -> [stat key, module, is package, summary]), else None."""
+        earlier = self.known.get(path)
+        if not earlier or earlier[1] != module or earlier[2] != is_package:
+            return None
+        key = stat_key(os.stat(path))
+        if key != earlier[0]:
+            return None
+        self.read[path] = key
+        self.fresh[path] = earlier
+        return earlier[3]
 
     def relative(self, path):
         for site in self.sites:
