@@ -212,3 +212,16 @@ def test_a_changed_file_is_read_again_and_the_others_answer_from_the_files_cache
     third = run_section(shared)
     assert third["files_reused"] == 1  # extra.py depended on newtop being absent: read again
     assert [f.line for p in judge(third) if p.provider == "newtop" for f in p.findings] == [3]
+
+
+def test_a_major_version_read_from_a_version_string_decides_its_branch() -> None:
+    """`int(np.__version__.split(".")[0]) >= 2` with numpy 2.3 installed: True."""
+    import ast as ast_module
+
+    from envdoctor.probe.host.drift_flags import FlagFacts, FlagScope
+
+    tree = ast_module.parse("import numpy as np\nmajor = int(np.__version__.split('.')[0])\n")
+    facts = FlagFacts(lambda m: None, lambda name: "2.3.1" if name == "numpy" else None, lambda m: None)
+    scope = FlagScope(tree, "m", False)
+    assert facts.decide(ast_module.parse("major >= 2", mode="eval").body, scope) is True
+    assert facts.decide(ast_module.parse("major < 2", mode="eval").body, scope) is False

@@ -149,6 +149,13 @@ class FlagFacts(object):
                                 self.value(node.comparators[0], scope, depth + 1))
         if kind == "Call":
             return self.call(node, scope, depth)
+        if kind == "Subscript":  # `np.__version__.split(".")[0]`
+            inner = self.value(node.value, scope, depth + 1)
+            index = node.slice.value if type(node.slice).__name__ == "Index" else node.slice
+            ok, position = const_value(index)
+            if isinstance(inner, tuple) and ok and isinstance(position, int) and -len(inner) <= position < len(inner):
+                return inner[position]
+            return FLAG_UNKNOWN
         name = dotted(node)
         if name is None or scope is None:
             return FLAG_UNKNOWN
@@ -180,8 +187,21 @@ class FlagFacts(object):
     def call(self, node, scope, depth):
         func = dotted(node.func) or ""
         last = func.split(".")[-1]
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "split" and not node.keywords:
+            text = self.value(node.func.value, scope, depth + 1)
+            text = text.text if isinstance(text, FlagVersion) else text
+            ok, sep = const_value(node.args[0]) if len(node.args) == 1 else (True, None)
+            if isinstance(text, str) and ok and (sep is None or isinstance(sep, str)) and len(node.args) <= 1:
+                return tuple(text.split(sep))
+            return FLAG_UNKNOWN
         if len(node.args) != 1 or node.keywords:
             return FLAG_UNKNOWN
+        if func == "int":
+            inner = self.value(node.args[0], scope, depth + 1)
+            try:
+                return int(inner) if isinstance(inner, str) else FLAG_UNKNOWN
+            except ValueError:
+                return FLAG_UNKNOWN
         if func in _FLAG_FIND_SPEC or (last == "find_spec" and scope is not None and
                                   (self.qualified(func, scope) or "").endswith("util.find_spec")):
             ok, module = const_value(node.args[0])
