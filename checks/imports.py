@@ -1,6 +1,6 @@
 """Will the job's imports resolve? Every import its entry reaches, looked up in the environment.
 
-The probe section ``drift`` walks, on the host and with Python's own ``ast`` (nothing is
+The probe section ``imports`` (the drift host module's import walk alone) walks, on the host and with Python's own ``ast`` (nothing is
 imported or run), from each stage's entry (its ``-m module``, script or console script, in
 the folder its ``cd DIR`` names) along the imports it reaches, through the job's own files
 and the libraries drift reads; without a stage, from those libraries' top-level packages.
@@ -16,7 +16,8 @@ from envdoctor.engine.results import CheckResult, Remedy, failed, passed, skippe
 
 #: Findings named in the message; the rest are in details.
 SHOWN = 3
-SECTION = "drift"
+#: The probe section (envdoctor.drift.request.IMPORTS_SECTION).
+SECTION = "imports"
 
 
 @check(
@@ -34,7 +35,7 @@ def code_imports(ctx: CheckContext) -> CheckResult:
         return unread
     data = ctx.facts.section(SECTION)
     if not isinstance(data, dict) or not isinstance(data.get("imports"), dict):
-        return skipped("the probe did not walk the job's imports (an older probe, or no drift section)")
+        return skipped("the probe did not walk the job's imports (an older probe, or no imports section)")
     verdict = judge_imports(data["imports"])
     env = target_env(ctx)
     prefix = env.prefix if env is not None else "the environment"

@@ -58,6 +58,8 @@ class PairReport:
     remedy: str = ""
     #: The provider version the consumer pins, found in another environment and checked too.
     known_good: KnownGood | None = None
+    #: Uses the host settled as unresolved and only counted (a few are findings, as examples).
+    unresolved_counted: int = 0
 
     def count(self, severity: str) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -77,7 +79,8 @@ class PairReport:
         shown = [f for f in self.findings if verbose or f.severity != UNRESOLVED]
         return {"consumer": self.consumer, "consumer_version": self.consumer_version, "provider": self.provider,
                 "provider_version": self.provider_version, "uses": self.uses,
-                "errors": self.count(ERROR), "warnings": self.count(WARN), "unresolved": self.count(UNRESOLVED),
+                "errors": self.count(ERROR), "warnings": self.count(WARN),
+                "unresolved": self.count(UNRESOLVED) + self.unresolved_counted,
                 "remedy": self.remedy, "findings": [f.to_json() for f in shown],
                 "known_good": self.known_good.to_json() if self.known_good else None}
 
@@ -153,9 +156,12 @@ class _Judge:
 
     def version_of(self, name: str) -> Version | None:
         dist = self.import_names.get(name, canonicalize_name(name))
+        # A provider's version, else the one the host read for the name a guard tests
+        # (`importlib.metadata.version("transformers")` in a file that does not call it).
+        text = self.versions.get(dist) or (self.data.get("versions") or {}).get(name)
         try:
-            return Version(self.versions[dist])
-        except (KeyError, InvalidVersion):
+            return Version(str(text)) if text else None
+        except InvalidVersion:
             return None
 
     def guard_severity(self, guards: Iterable[Mapping[str, Any]], try_ok: Mapping[int, bool]) -> str | None:
@@ -237,6 +243,11 @@ def judge(data: Mapping[str, Any], python: str = "<venv>/bin/python") -> list[Pa
         counts: dict[str, int] = {}
         uses = consumer.get("uses") or []
         try_ok = _try_imports_resolve(judge_, uses)
+        # What the host settled (fits, or only unresolved) counts as uses of the pair.
+        settled = {str(k): v for k, v in (consumer.get("settled") or {}).items() if isinstance(v, Mapping)}
+        for provider, numbers in settled.items():
+            counts[provider] = counts.get(provider, 0) + int(numbers.get("fits", 0)) + int(numbers.get("unresolved", 0))
+            by_provider.setdefault(provider, [])
         for use in uses:
             provider = str(use.get("provider", ""))
             counts[provider] = counts.get(provider, 0) + 1
@@ -244,6 +255,8 @@ def judge(data: Mapping[str, Any], python: str = "<venv>/bin/python") -> list[Pa
             verdict = judge_.judge_use(use)
             if verdict is None:
                 continue
+            if verdict[0] == ERROR and (setter := _set_by_consumer(use, consumer)):
+                verdict = (UNRESOLVED, f"{consumer['name']} sets {setter} itself at run time", "")
             severity, why, definition = verdict
             if severity != UNRESOLVED:
                 graded = judge_.guard_severity(use.get("g") or [], try_ok.get(use["file"], {}))
@@ -264,8 +277,18 @@ def judge(data: Mapping[str, Any], python: str = "<venv>/bin/python") -> list[Pa
                 known_good = KnownGood.from_section(against[consumer["name"], provider][0], consumer.get("version", ""))
                 remedy += f"; {known_good.provider} {known_good.version} is installed in {known_good.prefix}"
             pairs.append(PairReport(consumer["name"], consumer.get("version", ""), provider, version, tuple(findings),
-                                    counts[provider], remedy, known_good))
+                                    counts[provider], remedy, known_good,
+                                    int((settled.get(provider) or {}).get("unresolved", 0))))
     return pairs
+
+
+def _set_by_consumer(use: Mapping[str, Any], consumer: Mapping[str, Any]) -> str:
+    """The provider name (or a prefix of the use's) the consumer assigns at run time, or ""."""
+    path = str(use.get("path", ""))
+    for name in consumer.get("sets") or []:
+        if path == name or path.startswith(f"{name}."):
+            return str(name)
+    return ""
 
 
 def _try_imports_resolve(judge_: _Judge, uses: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, bool]]:

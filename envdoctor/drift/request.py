@@ -14,7 +14,11 @@ from envdoctor.probe.program import register_section, section_code_digest
 from envdoctor.scan.scanner import LOADER_LIBRARIES
 
 SECTION = "drift"
+#: code.imports' section: the import walk alone, by the same host module (its own answer and
+#: cache), so `--only code.imports` never pays for the API-drift analysis, nor the reverse.
+IMPORTS_SECTION = "imports"
 register_section(SECTION, "drift")  # (its helper modules are in envdoctor.probe.program.MODULE_NEEDS)
+register_section(IMPORTS_SECTION, "drift")
 
 #: Bounds on what one host's answer may cost.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -43,7 +47,24 @@ def drift_request(venv: str | None, extra: Sequence[str] = (), *, entry: str | S
         "import_entries": None if import_entries is None else [dict(e) for e in import_entries],
         "max_file_bytes": MAX_FILE_BYTES,
         "max_files": MAX_FILES,
+        "parts": ["api"],
         "code": section_code_digest(SECTION),  # a host cache written by other code is not reused
+    }
+
+
+def imports_request(venv: str | None, extra: Sequence[str] = (), *,
+                    import_entries: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The arguments of the ``imports`` section (code.imports): the walk from the stages'
+    entries (see :func:`stage_import_entries`), else from the consumers' top-level packages."""
+    return {
+        "prefix": venv,
+        "depends_on": list(LOADER_LIBRARIES),
+        "extra": list(extra),
+        "cache": True,
+        "import_entries": None if import_entries is None else [dict(e) for e in import_entries],
+        "max_file_bytes": MAX_FILE_BYTES,
+        "max_files": MAX_FILES,
+        "code": section_code_digest(IMPORTS_SECTION),
     }
 
 

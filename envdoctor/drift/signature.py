@@ -77,6 +77,9 @@ def _is_dataclass_decorator(resolver: Resolver, module: str, text: str) -> bool:
 def function_callee(resolver: Resolver, target: Target, drop_first: bool = False) -> Callee:
     binding = target.binding
     where = f"{target.name}()"
+    if binding.get("raises"):
+        return Callee(None, target.module, binding["line"], where,
+                      unknown=f"{where} only raises: a placeholder that a preprocessor or a subclass replaces")
     for dec, _kw in binding.get("dec", []):
         last = dec.split(".")[-1]
         if last in KEEP_SIGNATURE:
@@ -127,6 +130,13 @@ def constructor(resolver: Resolver, target: Target) -> Callee:
             init = function_callee(resolver, Target("def", cls.module, "__init__", defs[0]), drop_first=True)
             return Callee(init.signature, cls.module, defs[0]["line"], f"{cls.name}.__init__", drop_first=True,
                           unknown=init.unknown)
+        outer = _applied_after_dataclass(resolver, cls) if dataclass_kw is not None else None
+        if outer:
+            # huggingface_hub's @strict(accept_kwargs=True) over @dataclass rewraps the
+            # __init__ the dataclass decorator wrote (transformers' PreTrainedConfig).
+            return Callee(None, cls.module, cls.binding["line"], where,
+                          unknown=f"{cls.name} is decorated by {outer} after its dataclass decorator, which may "
+                                  f"change the __init__ it writes")
         if dataclass_kw is not None and dataclass_kw.get("init", True) is not False:
             # A metaclass sees the __init__ the decorator writes go onto the class, and may wrap
             # it: transformers' ModelOutput renames past_key_values= to cache= that way.
@@ -148,6 +158,24 @@ def constructor(resolver: Resolver, target: Target) -> Callee:
                           unknown=f"{cls.name} is decorated by {odd[0]}, which may give it a constructor")
     return Callee({"p": [], "va": False, "kw": False}, target.module, target.binding["line"], f"{target.name} (object.__init__)",
                   drop_first=False)
+
+
+#: Decorators that mark a class for type checkers only.
+_MARKERS = frozenset(["dataclass_transform", "final", "runtime_checkable", "total_ordering", "unique"])
+
+
+def _applied_after_dataclass(resolver: Resolver, cls: Target) -> str:
+    """A decorator written above the dataclass one (so applied to what it made) that may
+    change the class's constructor; "" when there is none."""
+    for dec, _keywords in cls.binding.get("dec", []):
+        if _is_dataclass_decorator(resolver, cls.module, dec):
+            return ""
+        last = dec.split(".")[-1]
+        if last not in KEEP_SIGNATURE and last not in _MARKERS:
+            wrapped = [t for t in resolver.resolve_in(cls.module, dec) if t.kind == "def"]
+            if not (wrapped and all(t.binding.get("wraps") for t in wrapped)):
+                return dec
+    return ""
 
 
 def _dataclass_keywords(resolver: Resolver, cls: Target) -> dict[str, Any] | None:

@@ -115,12 +115,17 @@ def _digests_args(spec: HostSpec) -> Mapping[str, Any]:
 
 
 def _drift_args(spec: HostSpec) -> Mapping[str, Any]:
-    from envdoctor.drift.request import drift_request, stage_import_entries, stage_scope
+    from envdoctor.drift.request import drift_request, stage_scope
 
-    # Scoped to what the host's stages run (code.api-drift says which entries, or why not);
-    # code.imports walks from the same stages, in the folders they `cd` to.
-    return drift_request(spec.venv, spec.scan, entry=stage_scope(spec.stage_commands).entries or None,
-                         import_entries=stage_import_entries(spec.stage_commands))
+    # Scoped to what the host's stages run (code.api-drift says which entries, or why not).
+    return drift_request(spec.venv, spec.scan, entry=stage_scope(spec.stage_commands).entries or None)
+
+
+def _imports_args(spec: HostSpec) -> Mapping[str, Any]:
+    from envdoctor.drift.request import imports_request, stage_import_entries
+
+    # code.imports walks from the host's stages, in the folders they `cd` to.
+    return imports_request(spec.venv, spec.scan, import_entries=stage_import_entries(spec.stage_commands))
 
 
 #: In the order the probe runs them: the host and its environments first, the sections that
@@ -141,6 +146,7 @@ PROBE_SECTIONS: dict[str, ProbeSection] = {
     "model-search": ProbeSection("model_search", lambda spec: MODEL_SEARCH, on_demand=True),
     "architecture": ProbeSection("engine_registry", _architecture_args),
     "sources": ProbeSection("sources", _sources_args),
+    "imports": ProbeSection("drift", _imports_args),
     "drift": ProbeSection("drift", _drift_args),
 }
 for _name, _section in PROBE_SECTIONS.items():

@@ -47,13 +47,15 @@ MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_has
                                               # writer, the drift helpers and the import walk
                                               # (with venvs' reading of .pth files)
                                               "drift": ("sources", "audit_record", "audit_hash", "drift_ast",
-                                                        "drift_resolve", "drift_uses", "discovery", "drift_baseline",
-                                                        "venvs", "drift_imports", "drift_walk", "drift_reach"),
+                                                        "drift_flags", "drift_resolve", "drift_uses", "discovery", "drift_baseline",
+                                                        "venvs", "drift_imports", "drift_walk", "drift_reach", "drift_files",
+                                                        "drift_consumers"),
                                               # the registry reader keeps its cache beside drift's
                                               "engine_registry": ("sources", "audit_record", "audit_hash", "drift_ast",
-                                                                  "drift_resolve", "drift_uses", "discovery",
+                                                                  "drift_flags", "drift_resolve", "drift_uses", "discovery",
                                                                   "drift_baseline", "venvs", "drift_imports",
-                                                                  "drift_walk", "drift_reach", "drift",
+                                                                  "drift_walk", "drift_reach", "drift_files",
+                                                                  "drift_consumers", "drift",
                                                                   "registry_literals")}
 
 _WRAPPER = GUARD_SH + r"""

@@ -50,8 +50,10 @@ def render_text(report: DriftReport, verbose: bool = False) -> str:
             lines.append("  no installed library to check (none depends on transformers, vllm or sglang; --drift DIST names one)")
         for pair in host.pairs:
             shown = [f for f in pair.findings if verbose or f.severity != UNRESOLVED]
-            hidden = pair.count(UNRESOLVED) if not verbose else 0
-            tail = f" ({pair.uses} uses checked" + (f", {hidden} unresolved: -v" if hidden else "") + ")"
+            hidden = pair.count(UNRESOLVED) + pair.unresolved_counted if not verbose else 0
+            counted = pair.unresolved_counted if verbose else 0  # (only examples of those are findings)
+            tail = f" ({pair.uses} uses checked" + (f", {hidden} unresolved: -v" if hidden else "") + \
+                (f", {counted} more unresolved, counted on the host" if counted else "") + ")"
             lines.append(f"  {pair.headline()}{tail}")
             if pair.known_good is not None:
                 lines.append(f"    also checked against {pair.known_good.describe()}")

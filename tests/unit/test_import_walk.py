@@ -63,7 +63,7 @@ def walk(prefix: Path, commands: list[str], **args) -> dict:
 def verdict(prefix: Path, data: dict, commands: list[str]):
     spec = HostSpec("h", None, venv=str(prefix), stage_commands=tuple(commands))
     facts = fakes.facts(fakes.env(str(prefix)))
-    facts = type(facts)(**{**facts.__dict__, "probe": ProbeOutput(sections={"drift": data})})
+    facts = type(facts)(**{**facts.__dict__, "probe": ProbeOutput(sections={"imports": data})})
     return code_imports(CheckContext(spec, facts))
 
 

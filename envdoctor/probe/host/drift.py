@@ -20,31 +20,27 @@
 # mtime alone: a file's owner can set it back (`touch -d`) after a same-size edit, but not
 # its ctime (nor the inode of a file replaced by rename).
 
-import ast
 import hashlib
 import json
 import os
-import re
 import stat
 import sys
 import time
+import warnings
 
 from envdoctor.probe.host.audit_hash import write_private
 from envdoctor.probe.host.audit_record import fsb, stat_key
 from envdoctor.probe.host.core import (
     MAX_CACHE_BYTES,
-    MAX_LIST_BYTES,
     MAX_RECORD_BYTES,
     canonical_name,
     prune_user_caches,
     read_regular,
-    read_headers,
     section,
     site_dirs,
     site_entries,
     touch_user_cache,
 )
-from envdoctor.probe.host.drift_ast import summarize_source
 from envdoctor.probe.host.drift_baseline import (
     baseline_candidates,
     baseline_find,
@@ -55,162 +51,16 @@ from envdoctor.probe.host.drift_baseline import (
 from envdoctor.probe.host.drift_resolve import Resolver
 from envdoctor.probe.host.drift_imports import CONDITION, TYPING
 from envdoctor.probe.host.drift_reach import Reach, entries_from_args, folder_listing
-from envdoctor.probe.host.drift_uses import Bindings, UseFinder
+from envdoctor.probe.host.drift_consumers import consumers_uses, needed_summaries, resolve_use
+from envdoctor.probe.host.drift_files import ModuleFiles, Owners, flag_facts
 from envdoctor.probe.host.sources import src_record_python_files, src_select_distributions
-from envdoctor.probe.host.venvs import with_pth_paths
 
 DRIFT_CACHE_VERSION = 2  # 2: stat keys of the files read, not (size, mtime)
 DRIFT_CACHE_NAME = "drift-cache"
-
-
-class ModuleFiles(object):
-    """Finds and parses modules of the site folders, each once; counts what it read."""
-
-    def __init__(self, sites, max_file):
-        self.sites = sites
-        self.max_file = max_file
-        self.summaries = {}
-        self.read = {}  # path -> its stat key when it was read
-        self.errors = []
-        self.bytes = 0
-
-    def locate(self, module):
-        """(path, is_package) of a module's source, ("", "ext") for a compiled one, None."""
-        parts = module.split(".")
-        for site in self.sites:
-            base = os.path.join(site, *parts)
-            init = os.path.join(base, "__init__.py")
-            if os.path.isfile(init):
-                return init, True
-            if os.path.isfile(base + ".py"):
-                return base + ".py", False
-            folder = os.path.dirname(base)
-            try:
-                if any(n.startswith(parts[-1] + ".") and n.endswith((".so", ".pyd"))
-                       for n in os.listdir(folder)):
-                    return "", "ext"
-            except OSError:
-                pass
-            if os.path.isdir(base) and len(parts) > 1:
-                return base, "ns"
-        return None
-
-    def read_file(self, path):
-        st = os.stat(path)
-        data = read_regular(path, self.max_file)
-        self.read[path] = stat_key(st)
-        self.bytes += len(data)
-        return data
-
-    def load(self, module):
-        if module in self.summaries:
-            return self.summaries[module]
-        self.summaries[module] = None
-        found = self.locate(module)
-        summary = None
-        if found is not None:
-            path, kind = found
-            if kind == "ext":
-                summary = {"ext": True}
-            elif kind == "ns":
-                summary = {"ns": True, "names": {}, "stars": [], "pkg": True}
-            else:
-                try:
-                    summary = summarize_source(self.read_file(path), module, kind is True, path)
-                    summary["path"] = self.relative(path)
-                except (OSError, SyntaxError, ValueError, RecursionError) as exc:
-                    self.errors.append({"path": self.relative(path), "message": str(exc)[:300]})
-                    summary = {"ext": True, "path": self.relative(path), "unreadable": True}
-        self.summaries[module] = summary
-        return summary
-
-    def relative(self, path):
-        for site in self.sites:
-            if path.startswith(site.rstrip("/") + "/"):
-                return path[len(site.rstrip("/")) + 1:]
-        return path
-
-
-_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([A-Za-z_][\w., \t]*))", re.M)
-
-
-def import_lines(data):
-    """Top-level names the absolute import statements of a source name (a cheap superset test:
-    an import inside a string may pass, an import missed here is one no parse would see)."""
-    names = set()
-    for match in _IMPORT_LINE.finditer(data):
-        if match.group(1):
-            names.add(match.group(1).decode("ascii"))
-        else:
-            for part in match.group(2).split(b","):
-                part = part.strip().split(b" ")[0].split(b".")[0]
-                if part:
-                    names.add(part.decode("ascii", "replace"))
-    return names
-
-
-def module_of(rel):
-    """'a/b/c.py' -> ('a.b.c', False); 'a/b/__init__.py' -> ('a.b', True)."""
-    parts = rel[:-3].split("/")
-    if parts[-1] == "__init__":
-        return ".".join(parts[:-1]), True
-    return ".".join(parts), False
-
-
-class TopOwners(object):
-    """Import name -> the installed distribution that provides it ({name, version, requires}),
-    found on demand: a name with no folder or module in the site folders is not installed
-    (the standard library, a missing package); otherwise the dist-info named like it, then
-    top_level.txt, then the RECORDs."""
-
-    def __init__(self, sites):
-        self.sites = sites
-        self.dists = None
-        self.found = {}
-
-    def index(self):
-        if self.dists is None:
-            self.dists = []
-            for site, entry in site_entries(self.sites):
-                if entry.endswith(".dist-info"):
-                    self.dists.append((site, entry))
-        return self.dists
-
-    def info(self, site, entry):
-        folder = os.path.join(site, entry)
-        try:
-            headers = read_headers(os.path.join(folder, "METADATA"))
-        except OSError:
-            return None
-        return {"name": headers.get("Name") or entry.split("-")[0], "version": headers.get("Version") or "",
-                "dist_info": folder, "site": site, "requires": headers.get_all("Requires-Dist") or []}
-
-    def get(self, top):
-        if top not in self.found:
-            self.found[top] = self.lookup(top)
-        return self.found[top]
-
-    def lookup(self, top):
-        present = [s for s in self.sites if os.path.isdir(os.path.join(s, top)) or os.path.isfile(os.path.join(s, top + ".py"))]
-        if not present:
-            return None
-        wanted = canonical_name(top)
-        for site, entry in self.index():
-            if canonical_name(entry[:-len(".dist-info")].rsplit("-", 1)[0]) == wanted:
-                return self.info(site, entry)
-        for site, entry in self.index():
-            try:
-                lines = read_regular(os.path.join(site, entry, "top_level.txt"), MAX_LIST_BYTES).splitlines()
-            except OSError:
-                continue
-            if top.encode("utf-8", "surrogateescape") in set(line.strip() for line in lines):
-                return self.info(site, entry)
-        prefixes = (top + "/", top + ".py")
-        for site, entry in self.index():
-            rels = src_record_python_files({"dist_info": os.path.join(site, entry)}) or []
-            if any(r.startswith(prefixes) for r in rels):
-                return self.info(site, entry)
-        return None
+#: Each consumer file's uses, kept across answers (see drift_consumers.FileUses).
+FILES_CACHE_NAME = "drift-files"
+#: Each provider module's summary, kept across answers (drift_files.ModuleFiles.summary_kept).
+SUMMARIES_CACHE_NAME = "drift-summaries"
 
 
 def entry_list(entry):
@@ -229,12 +79,15 @@ def _digest_file(path):
         return None
 
 
-def cache_key(args, sites):
+def cache_key(args, sites, walks=True):
     """The request, the interpreter, the site folders' dist-info entries and the hash of every
-    RECORD, and what the folders the stages start in hold (a module there hides an installed one)."""
-    digest = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args, sys.version, os.getcwd()],
+    RECORD, and, when an import walk runs (`walks`), the working folder and what the folders the
+    stages start in hold (a module there hides an installed one). The API-drift part alone
+    reads none of those: a login folder that changes does not make it read everything again."""
+    digest = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args, sys.version, os.getcwd() if walks else ""],
                                      sort_keys=True).encode("utf-8"))
-    digest.update(folder_listing(args.get("import_entries")).encode("utf-8", "surrogateescape"))
+    if walks:
+        digest.update(folder_listing(args.get("import_entries")).encode("utf-8", "surrogateescape"))
     for site, entry in site_entries(sites):
         digest.update(("\0%s\0%s" % (site, entry)).encode("utf-8", "surrogateescape"))
         if entry.endswith(".dist-info"):
@@ -288,8 +141,24 @@ def write_cache(folder, key, read, data, name=DRIFT_CACHE_NAME):
     return write_private(folder, name, {"key": key, "read": read, "data": data})
 
 
+#: What a request may ask of the section: "api" (code.api-drift: the consumers' uses and the
+#: provider summaries they reach), "imports" (code.imports: the walk from the entries).
+PARTS = ("api", "imports")
+
+
 @section("drift")
 def drift_section(args, emit):
+    """The API-drift part (and the imports walk too when the request asks for both parts)."""
+    return drift_run_section(args, args.get("parts") or list(PARTS), DRIFT_CACHE_NAME)
+
+
+@section("imports")
+def imports_section(args, emit):
+    """The imports walk alone (code.imports): it never pays for the API-drift analysis."""
+    return drift_run_section(args, ["imports"], "imports-cache")
+
+
+def drift_run_section(args, parts, cache_name):
     started = time.time()
     cpu = time.process_time()
     sites = site_dirs(args.get("prefix"))
@@ -297,65 +166,104 @@ def drift_section(args, emit):
     folder = drift_cache_folder(args.get("prefix"))
     # The environments that may hold a consumer's known-good provider are part of the key:
     # one that appears or goes changes the answer.
-    candidates = baseline_candidates(args.get("baselines") or [], args.get("prefix"), args.get("discover_baselines", True))
-    key = cache_key(dict(args, baseline_candidates=candidates), sites)
+    candidates = baseline_candidates(args.get("baselines") or [], args.get("prefix"),
+                                     args.get("discover_baselines", True)) if "api" in parts else []
+    key = cache_key(dict(args, baseline_candidates=candidates, parts=sorted(parts)), sites,
+                    walks="imports" in parts or bool(args.get("entry")))
     if use_cache:
-        cached = read_cache(folder, key)
+        cached = read_cache(folder, key, cache_name)
         if cached is not None:
             cached["cache"] = "hit"
             cached["host_seconds"] = round(time.time() - started, 4)
             cached["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
             return cached
-    data = analyse(args, sites, candidates)
+    with warnings.catch_warnings():
+        # Compiling a library's sources warns (SyntaxWarning: invalid escape sequence): that
+        # is the library's business, never this section's stderr or message.
+        warnings.simplefilter("ignore")
+        data = analyse(args, sites, candidates, parts)
     read = data.pop("_read")
     data["cache"] = "miss"
     if use_cache:
-        data["cache_saved"] = write_cache(folder, key, read, data)
+        data["cache_saved"] = write_cache(folder, key, read, data, cache_name)
     data["host_seconds"] = round(time.time() - started, 4)
     data["host_cpu_seconds"] = round(time.process_time() - cpu, 4)
     return data
 
 
-def analyse(args, sites, candidates=()):
+def analyse(args, sites, candidates=(), parts=PARTS):
     consumers, not_found = src_select_distributions(sites, args.get("depends_on") or [], args.get("extra") or [])
-    owners = TopOwners(sites)
     modules = ModuleFiles(sites, int(args.get("max_file_bytes", 4 * 1024 * 1024)))
+    owners = Owners(sites, modules.finder)
+    facts = flag_facts(modules, owners)
     files = {}
     for dist in consumers:
         files[dist["name"]] = [r for r in (src_record_python_files(dist) or []) if not r.startswith("..")]
-    entry = args.get("entry")
-    # One walk from the entries serves code.imports (what they import, and what is missing)
-    # and scopes this section to the consumer files a stage reaches.
-    reach = Reach(sites, with_pth_paths(sites), consumers, owners, modules, int(args.get("max_files", 20000)),
-                  library_class=TYPING if entry else CONDITION)
-    for item in entries_from_args(args, consumers, files):
-        reach.add(item)
-    reach.run()
-    scope, unfound = reach.consumer_scope(entry_list(entry)) if entry else (None, [])
-    if unfound:
-        scope = None  # the job runs code this section cannot follow: every consumer file is read
-    wanted = set(canonical_name(p) for p in args.get("providers") or [])
-    budget = {"files": int(args.get("max_files", 20000)), "parsed": 0}
-    resolver = Resolver(modules.load)
-    out_consumers = []
-    for dist in consumers:
-        rels = [r for r in files[dist["name"]] if scope is None or r in scope]
-        out_consumers.append(consumer_uses(dist, rels, owners, wanted, modules, resolver, budget))
-    summaries = dict((m, s) for m, s in modules.summaries.items() if s is not None)
-    providers = {}
-    import_names = {}
-    for top, owner in owners.found.items():
-        if owner is not None:
-            import_names[top] = owner["name"]
-            providers[owner["name"]] = {"version": owner["version"], "requires": owner["requires"]}
-    used = set(p for c in out_consumers for p in c["providers"])
-    baselines, base_read, base_parsed, base_bytes = known_good(out_consumers, providers, candidates, modules.max_file)
-    modules.read.update(base_read)
-    return {"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []), "site_packages": sites, "import_names": import_names, "consumers": out_consumers, "not_found": not_found,
-            "providers": dict((k, v) for k, v in providers.items() if k in used), "modules": summaries,
-            "errors": modules.errors, "files_parsed": budget["parsed"] + len(summaries) + base_parsed, "bytes_read": modules.bytes + base_bytes,
-            "entry": entry, "entries_unfound": unfound, "scoped_files": sorted(scope) if scope is not None else None,
-            "imports": reach.report(), "_read": modules.read}
+    entry = args.get("entry") if "api" in parts else None
+    data = {"site_packages": sites, "not_found": not_found, "errors": modules.errors, "parts": list(parts)}
+    scope, unfound = None, []
+    if "imports" in parts or entry:
+        # One walk from the entries serves code.imports (what they import, and what is missing)
+        # and scopes the API-drift part to the consumer files a stage reaches.
+        reach = Reach(sites, modules.finder.extra, consumers, owners, modules, int(args.get("max_files", 20000)),
+                      library_class=TYPING if entry else CONDITION, front=modules.finder.front)
+        reach.conditions.facts = facts
+        for item in entries_from_args(args, consumers, files):
+            reach.add(item)
+        reach.run()
+        scope, unfound = reach.consumer_scope(entry_list(entry)) if entry else (None, [])
+        if unfound:
+            scope = None  # the job runs code this section cannot follow: every consumer file is read
+        if "imports" in parts:
+            data["imports"] = reach.report()
+        del reach
+    parsed = 0
+    if "api" in parts:
+        wanted = set(canonical_name(p) for p in args.get("providers") or [])
+        budget = {"files": int(args.get("max_files", 20000)), "parsed": 0}
+        resolver = Resolver(modules.load)
+        # Each consumer file's answer of an earlier run, reused while the file and the facts it
+        # depended on are the same (an install changes the whole answer's key, not these).
+        folder = drift_cache_folder(args.get("prefix"))
+        files_key = hashlib.sha1(json.dumps([DRIFT_CACHE_VERSION, args.get("code"), sys.version, sites]).encode(
+            "utf-8", "surrogateescape")).hexdigest()
+        known = read_cache(folder, files_key, FILES_CACHE_NAME) if args.get("cache", True) else None
+        summaries_known = read_cache(folder, files_key, SUMMARIES_CACHE_NAME) if args.get("cache", True) else None
+        modules.known = summaries_known if isinstance(summaries_known, dict) else {}
+        out_consumers, work = consumers_uses(
+            consumers, lambda d: [r for r in files[d["name"]] if scope is None or r in scope],
+            owners, wanted, modules, resolver, budget, facts, known if isinstance(known, dict) else None)
+        if args.get("cache", True):
+            write_cache(folder, files_key, {}, work.fresh, FILES_CACHE_NAME)
+        data["files_reused"] = work.reused
+        del resolver
+        used = set(p for c in out_consumers for p in c["providers"])
+        providers = dict((name, {"version": info["version"], "requires": info["requires"]})
+                         for name, info in owners.used.items() if name in used)
+        import_names = {}
+        versions = {}  # the installed version of each name a version guard tests
+        for consumer in out_consumers:
+            for use in consumer["uses"]:
+                import_names.setdefault(use["path"].split(".")[0], use["provider"])
+                for guard in use.get("g") or []:
+                    if "ver" in guard and guard["ver"] not in versions:
+                        versions[guard["ver"]] = facts.version(guard["ver"])
+        baselines, base_read, base_parsed, base_bytes = known_good(out_consumers, providers, candidates,
+                                                                   modules.max_file)
+        modules.read.update(base_read)
+        parsed = budget["parsed"] + sum(1 for s in modules.summaries.values() if s is not None) + base_parsed
+        summaries = needed_summaries(out_consumers, modules)
+        if args.get("cache", True):
+            write_cache(folder, files_key, {}, modules.fresh, SUMMARIES_CACHE_NAME)
+        modules.bytes += base_bytes
+        data.update({"baselines": baselines, "baselines_missing": baseline_missing(args.get("baselines") or []),
+                     "import_names": import_names, "consumers": out_consumers, "providers": providers,
+                     "versions": dict((k, v) for k, v in versions.items() if v),
+                     "modules": summaries, "entry": entry, "entries_unfound": unfound,
+                     "scoped_files": sorted(scope) if scope is not None else None})
+    data.update({"files_parsed": parsed + (data.get("imports") or {}).get("files", 0), "bytes_read": modules.bytes,
+                 "_read": modules.read})
+    return data
 
 
 def known_good(consumers, providers, candidates, max_file):
@@ -397,85 +305,3 @@ def known_good(consumers, providers, candidates, max_file):
     for files in files_of.values():
         parsed += sum(1 for s in files.summaries.values() if s is not None)
     return found, read, parsed, sum(f.bytes for f in files_of.values())
-
-
-def consumer_uses(dist, rels, owners, wanted, modules, resolver, budget):
-    """One consumer's uses of the other installed distributions (`wanted` ones when named),
-    each resolved once here so the provider modules it reaches are read and shipped."""
-    own = canonical_name(dist["name"])
-    record = {"name": dist["name"], "version": dist["version"], "reason": dist["reason"],
-              "files": 0, "providers": [], "requires": [], "uses": []}
-    try:
-        record["requires"] = read_headers(os.path.join(dist["dist_info"], "METADATA")).get_all("Requires-Dist") or []
-    except OSError:
-        pass
-    own_tops = set(r.split("/")[0][:-3] if "/" not in r else r.split("/")[0] for r in rels)
-
-    def is_provider(top):
-        owner = owners.get(top) if top not in own_tops else None
-        if owner is None or canonical_name(owner["name"]) == own:
-            return False
-        return not wanted or canonical_name(owner["name"]) in wanted
-
-    for rel in rels:
-        if budget["parsed"] >= budget["files"]:
-            record["truncated"] = True
-            break
-        try:
-            data = modules.read_file(os.path.join(dist["site"], rel))
-        except OSError as exc:
-            modules.errors.append({"path": rel, "message": str(exc)})
-            continue
-        if not any(is_provider(t) for t in import_lines(data)):
-            continue  # imports no other installed distribution (of those asked): nothing to parse for
-        module, is_package = module_of(rel)
-        try:
-            tree = ast.parse(data, filename=rel)
-        except (SyntaxError, ValueError, RecursionError) as exc:
-            modules.errors.append({"path": rel, "message": "does not parse: %s" % exc})
-            continue
-        budget["parsed"] += 1
-        record["files"] += 1
-        bindings = Bindings(tree, module, is_package)
-        tops = dict((top, owners.get(top)) for top in bindings.tops if is_provider(top))
-        if not tops:
-            continue
-        for use in UseFinder(tree, module, is_package, set(tops), bindings).run():
-            owner = tops[use["path"].split(".")[0]]
-            use["file"] = rel
-            use["provider"] = owner["name"]
-            record["uses"].append(use)
-            if owner["name"] not in record["providers"]:
-                record["providers"].append(owner["name"])
-            resolve_use(resolver, use)
-    return record
-
-
-def resolve_use(resolver, use):
-    """Read what the controller will need to judge this use (the resolver loads modules)."""
-    if use.get("amb"):
-        return
-    targets = resolver.resolve(use["path"])
-    if use["kind"] != "call":
-        return
-    for target in targets:
-        if target.kind == "class":
-            class_needs(resolver, target, 0)
-        elif target.kind == "def":
-            for dec in target.binding.get("dec", []):
-                resolver.resolve_in(target.module, dec[0])
-
-
-def class_needs(resolver, target, depth):
-    if depth > 8:
-        return
-    for dec in target.binding.get("dec", []):
-        resolver.resolve_in(target.module, dec[0])
-    for base in resolver.bases(target):
-        if base.kind == "class":
-            class_needs(resolver, base, depth + 1)
-    for name in ("__init__", "__new__"):
-        for method in resolver.class_attribute(target, name, 0):
-            if method.kind == "def":
-                for dec in method.binding.get("dec", []):
-                    resolver.resolve_in(method.module, dec[0])

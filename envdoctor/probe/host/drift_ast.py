@@ -56,6 +56,33 @@ def const_value(node):
     return False, None
 
 
+_AST = ast.AST
+
+
+def child_nodes(node):
+    """The child nodes of a node (ast.iter_child_nodes without its generators, and without
+    the Load/Store markers): walking every tree of a 50 MB library is most of the section's cost."""
+    found = []
+    for name in node._fields:
+        if name == "ctx":
+            continue
+        value = getattr(node, name, None)
+        if type(value) is list:
+            found.extend(v for v in value if isinstance(v, _AST))
+        elif isinstance(value, _AST):
+            found.append(value)
+    return found
+
+
+def walk_nodes(tree):
+    """Every node of a tree, parents before their children (as ast.walk, depth first)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child_nodes(node))
+
+
 def dotted(node):
     """'a.b.c' for a Name or an attribute chain on a Name (subscripts dropped: Generic[T] -> Generic)."""
     if isinstance(node, ast.Subscript):
@@ -112,7 +139,7 @@ def _uses_wraps(func):
     """A decorator whose wrapper is made with functools.wraps and forwards what it is given:
     one that edits its **kwargs first (huggingface_hub's validate_hf_hub_args drops
     deprecated keywords) changes what the wrapped function accepts."""
-    for node in ast.walk(func):
+    for node in walk_nodes(func):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is not func:
             for dec in node.decorator_list:
                 target = dec.func if isinstance(dec, ast.Call) else dec
@@ -125,7 +152,7 @@ def _edits_kwargs(func):
     kwarg = func.args.kwarg.arg if func.args.kwarg is not None else None
     if kwarg is None:
         return False
-    for node in ast.walk(func):
+    for node in walk_nodes(func):
         if isinstance(node, ast.Name) and node.id == kwarg and not isinstance(node.ctx, ast.Load):
             return True
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == kwarg \
@@ -135,6 +162,15 @@ def _edits_kwargs(func):
                 and node.func.value.id == kwarg and node.func.attr in ("pop", "update", "setdefault", "clear", "popitem"):
             return True
     return False
+
+
+def _only_raises(func):
+    """A body that is one `raise` (after its docstring): a marker a preprocessor rewrites
+    (cutlass's `range_constexpr`), or an abstract method: not called for its signature."""
+    body = func.body
+    if body and isinstance(body[0], ast.Expr) and const_value(body[0].value)[0]:
+        body = body[1:]
+    return len(body) == 1 and isinstance(body[0], ast.Raise)
 
 
 def _returns_its_argument(func):
@@ -150,7 +186,7 @@ def _returns_its_argument(func):
 def _calls_dataclass(func):
     """A decorator of the provider's own that makes a dataclass (vLLM's @config calls
     pydantic's dataclass on the class)."""
-    for node in ast.walk(func):
+    for node in walk_nodes(func):
         if isinstance(node, ast.Call) and (dotted(node.func) or "").split(".")[-1] == "dataclass":
             return True
     return False
@@ -233,6 +269,8 @@ class Summarizer(object):
             binding = {"k": "def", "line": line, "sig": signature_of(node.args), "dec": decorator_list(node)}
             if any(d[0].split(".")[-1] == "overload" for d in binding["dec"]):
                 binding["ovl"] = 1
+            if _only_raises(node):
+                binding["raises"] = 1
             if top and self.may_wrap and _uses_wraps(node):
                 binding["wraps"] = 1
             if top and self.may_make_dataclass and _calls_dataclass(node):
@@ -242,7 +280,7 @@ class Summarizer(object):
             if top and node.name == "__getattr__":
                 self.getattr = True
             if top and self.may_bind_globals:
-                for inner in ast.walk(node):
+                for inner in walk_nodes(node):
                     if isinstance(inner, ast.Global):
                         for global_name in inner.names:
                             self.add(names, global_name, {"k": "value", "line": inner.lineno}, True, tc)
@@ -341,6 +379,8 @@ class Summarizer(object):
             binding = {"k": "def", "line": line, "sig": signature_of(child.args), "dec": decorator_list(child)}
             if any(d[0].split(".")[-1] == "overload" for d in binding["dec"]):
                 binding["ovl"] = 1
+            if _only_raises(child):
+                binding["raises"] = 1
             if cond:
                 binding["c"] = 1
             body.setdefault(child.name, []).append(binding)

@@ -19,6 +19,7 @@ import ast
 import sys
 
 from envdoctor.probe.host.drift_ast import absolute_module, const_value, dotted
+from envdoctor.probe.host.drift_flags import FlagScope
 from envdoctor.probe.host.drift_uses import handler_names
 
 IMPORT, CONDITION, DEFERRED, GUARDED, TYPING = 0, 1, 2, 3, 4
@@ -47,11 +48,14 @@ class ImportSite(object):
 
 
 class Conditions(object):
-    """What this interpreter makes of the conditions files test: True, False, or None (unknown)."""
+    """What this interpreter makes of the conditions files test: True, False, or None (unknown).
+    `facts` (drift_flags.FlagFacts): what the installed files make of the rest (versions of
+    installed distributions, availability flags); None: those stay unknown."""
 
-    def __init__(self, version=None, platform=None):
+    def __init__(self, version=None, platform=None, facts=None):
         self.version = tuple(version or sys.version_info[:3])
         self.platform = platform or sys.platform
+        self.facts = facts
 
     def decide(self, test):
         kind = type(test).__name__
@@ -142,10 +146,21 @@ class SiteLister(object):
         self.conditions = conditions
         self.as_main = as_main
         self.sites = []
+        self.tree = None
+        self.flag_scope = None
 
     def run(self, tree):
+        self.tree = tree
         self.block(tree.body, IMPORT, None)
         return self.sites
+
+    def decide(self, test):
+        verdict = self.conditions.decide(test)
+        if verdict is None and self.conditions.facts is not None:
+            if self.flag_scope is None:  # built once a test needs it
+                self.flag_scope = FlagScope(self.tree, self.module, self.is_package)
+            verdict = self.conditions.facts.decide(test, self.flag_scope)
+        return verdict
 
     def block(self, body, klass, fallback):
         for node in body:
@@ -202,7 +217,7 @@ class SiteLister(object):
                 self.block(node.body, klass, fallback)
             self.block(node.orelse, klass, fallback)
             return
-        verdict = self.conditions.decide(test)
+        verdict = self.decide(test)
         if verdict is True:
             self.block(node.body, klass, fallback)
         elif verdict is False:

@@ -97,10 +97,11 @@ def entries_from_args(args, consumers, files):
 class Reach(object):
     """Runs one walk per first sys.path folder the entries have, and gathers the answer."""
 
-    def __init__(self, sites, extra, consumers, owners, modules, max_files, library_class=TYPING):
+    def __init__(self, sites, extra, consumers, owners, modules, max_files, library_class=TYPING, front=()):
         self.library_class = library_class
         self.sites = sites
         self.extra = extra
+        self.front = list(front)
         self.consumers = set(canonical_name(d["name"]) for d in consumers)
         self.owners = owners
         self.modules = modules
@@ -113,22 +114,18 @@ class Reach(object):
         self.infos = {}  # canonical name -> the owner's {name, version, requires}
 
     def owner(self, path):
-        for site in self.sites:
-            if path.startswith(site.rstrip("/") + "/"):
-                rel = path[len(site.rstrip("/")) + 1:]
-                top = rel.split("/")[0]
-                found = self.owners.get(top[:-3] if top.endswith(".py") else top.split(".")[0])
-                if not found:
-                    return None
-                key = canonical_name(found["name"])
-                self.infos.setdefault(key, found)
-                return key
-        return None
+        """The canonical name of the distribution whose RECORD lists a file (None: none does)."""
+        found = self.owners.of_file(path)
+        if not found:
+            return None
+        key = canonical_name(found["name"])
+        self.infos.setdefault(key, found)
+        return key
 
     def walk_for(self, path0, follow):
         key = tuple(path0)
         if key not in self.walks:
-            finder = ImportFinder(path0, self.sites, self.extra, self.editable, self.stdlib)
+            finder = ImportFinder(path0, self.sites, self.extra, self.editable, self.stdlib, self.front)
             self.walks[key] = ImportWalk(finder, self.conditions, self.read, self.owner, follow,
                                          self.modules.relative, self.max_files, self.library_class)
         return self.walks[key]
@@ -221,7 +218,7 @@ class Reach(object):
         for record in self.entries:
             if record["kind"] != "console" and record.get("path0"):
                 folders.extend(f for f in record["path0"] if f not in folders)
-        finder = ImportFinder([], self.sites, self.extra, self.editable, self.stdlib)
+        finder = ImportFinder([], self.sites, self.extra, self.editable, self.stdlib, self.front)
         hidden = shadows(folders, finder, lambda p: self.owner(p))
         importers = {}
         for record in missing:

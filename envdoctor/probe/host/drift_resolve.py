@@ -4,8 +4,17 @@
 # submodules, class bodies and their bases in the same provider). The controller imports
 # it too (envdoctor.drift), so the modules the host reads while resolving are exactly those
 # the controller will ask for.
+#
+# Cost is bounded: each (module, name) is resolved once and kept (a vLLM stack re-exports
+# through chains of star imports that, followed afresh for every use, ran for minutes), a
+# name met again while it is being resolved is a cycle, and each use (one call from outside)
+# may take at most MAX_STEPS steps and MAX_DEPTH levels: past them it is `unresolved`. A
+# result that met a cycle or a bound is not kept, so it never stands for the full answer.
 
 from envdoctor.probe.host.drift_ast import MAX_DEPTH
+
+#: Lookups one use may cost (each a module or class attribute not answered from the memo).
+MAX_STEPS = 2000
 
 #: What every module object has, whatever its source defines.
 MODULE_DUNDERS = frozenset(["__name__", "__file__", "__path__", "__spec__", "__loader__", "__package__",
@@ -34,8 +43,43 @@ class Resolver(object):
     {"ext": True} for a compiled extension, {"ns": True} for a namespace package, None when
     there is no such module. Every result is a list of Targets, one per variant."""
 
-    def __init__(self, load):
+    def __init__(self, load, max_steps=MAX_STEPS):
         self.load = load
+        self.max_steps = max_steps
+        self.memo = {}  # (module, name) or (module, class, line, name) -> [Target]
+        self.active = set()  # keys being resolved: met again, a cycle
+        self.steps = 0  # the current use's work
+        self.cut = 0  # cycles and bounds met so far: a result computed across one is not kept
+        self.nesting = 0
+
+    def _start(self):
+        """Called by each public entry: a call from outside starts a use's budget afresh."""
+        if not self.nesting:
+            self.steps = 0
+
+    def _memoized(self, key, compute, unresolved_module, name, depth):
+        hit = self.memo.get(key)
+        if hit is not None:
+            return list(hit)
+        if key in self.active:
+            self.cut += 1
+            return [Target("unresolved", unresolved_module, name, why="re-exports nested in a cycle")]
+        self.steps += 1
+        if self.steps > self.max_steps or depth > MAX_DEPTH:
+            self.cut += 1
+            return [Target("unresolved", unresolved_module, name,
+                           why="re-exports nested too deeply to follow (%s)" % ("depth" if depth > MAX_DEPTH else "work"))]
+        self.active.add(key)
+        self.nesting += 1
+        before = self.cut
+        try:
+            found = compute()
+        finally:
+            self.nesting -= 1
+            self.active.discard(key)
+        if self.cut == before:
+            self.memo[key] = found
+        return list(found)
 
     def module(self, name):
         summary = self.load(name)
@@ -44,6 +88,7 @@ class Resolver(object):
         return Target("module", name, binding=summary)
 
     def resolve(self, path):
+        self._start()
         parts = path.split(".")
         targets = [self.module(parts[0])]
         for part in parts[1:]:
@@ -70,8 +115,11 @@ class Resolver(object):
     def module_attribute(self, module, summary, name, depth):
         if name in MODULE_DUNDERS:
             return [Target("value", module, name, why="every module has %s" % name)]
-        if depth > MAX_DEPTH:
-            return [Target("unresolved", module, name, why="re-exports nested too deeply (or in a cycle)")]
+        self._start()
+        return self._memoized((module, name), lambda: self._module_attribute(module, summary, name, depth),
+                              module, name, depth)
+
+    def _module_attribute(self, module, summary, name, depth):
         if summary.get("ext"):
             return [Target("unresolved", module, name, why="%s is a compiled extension" % module)]
         bindings = [b for b in summary.get("names", {}).get(name, []) if not b.get("ann")]
@@ -142,6 +190,7 @@ class Resolver(object):
 
     def bases(self, target, depth=0):
         """The class Targets of a class's bases (or unresolved ones for the rest)."""
+        self._start()
         found = []
         for base in target.binding.get("bases", []):
             if base is None:
@@ -157,6 +206,7 @@ class Resolver(object):
 
     def resolve_in(self, module, text, depth=0):
         """A dotted name as written in `module` (its first part a name bound there)."""
+        self._start()
         parts = text.split(".")
         summary = self.load(module)
         if summary is None:
@@ -172,6 +222,12 @@ class Resolver(object):
         body = target.binding.get("body", {})
         if name in body:
             return [Target(b["k"], target.module, name, b, owner=target) for b in body[name]]
+        self._start()
+        key = (target.module, target.name, target.binding.get("line", 0), name)
+        return self._memoized(key, lambda: self._class_attribute(target, name, depth, seen), target.module, name, depth)
+
+    def _class_attribute(self, target, name, depth, seen):
+        body = target.binding.get("body", {})
         seen = seen if seen is not None else set()
         key = (target.module, target.name)
         if key in seen or depth > MAX_DEPTH:

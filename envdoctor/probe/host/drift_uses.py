@@ -5,13 +5,19 @@
 # checks, hasattr, TYPE_CHECKING), so the controller can grade what it finds.
 
 import ast
+import re
 
-from envdoctor.probe.host.drift_ast import absolute_module, const_value, dotted
+from envdoctor.probe.host.drift_ast import absolute_module, child_nodes, const_value, dotted, walk_nodes
+from envdoctor.probe.host.drift_flags import FlagScope
 
 #: Handlers that make their try body guarded code (the author expected it could fail).
 GUARD_EXCEPTIONS = frozenset(["ImportError", "ModuleNotFoundError", "AttributeError", "TypeError",
                               "Exception", "BaseException"])
 IMPORT_ERRORS = frozenset(["ImportError", "ModuleNotFoundError"])
+#: Words that name a hardware backend in a function's name or a branch's test (`def
+#: _build_xpu_ids`, `if is_npu():`): code for a device this host may not have, whose
+#: provider build may lack what it calls (the CUDA sgl_kernel has no XPU kernels).
+_BACKEND = re.compile(r"(?:^|_|\b)(xpu|npu|hpu|musa|rocm|hip|mps|tpu|habana|gaudi|ascend|neuron|mlu)(?:$|_|\b)", re.I)
 _VERSION_CALLS = frozenset(["parse", "Version", "LooseVersion", "StrictVersion", "version", "parse_version"])
 _OPS = {"Lt": "<", "LtE": "<=", "Gt": ">", "GtE": ">=", "Eq": "==", "NotEq": "!="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
@@ -40,7 +46,7 @@ class Bindings(object):
         # the import fails, not a second callee (ast.walk visits an Assign before its targets).
         placeholders = set()
         other = self.others.add
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             kind = type(node)
             if kind is ast.Name:
                 if type(node.ctx) is not ast.Load and id(node) not in placeholders:
@@ -102,12 +108,15 @@ class Bindings(object):
 class UseFinder(object):
     """The uses of watched packages (`tops`: their import names) in one consumer file."""
 
-    def __init__(self, tree, module, is_package, tops, bindings=None):
+    def __init__(self, tree, module, is_package, tops, bindings=None, facts=None):
+        self.facts = facts  # drift_flags.FlagFacts: availability and version flags this host decides
+        self.flag_scope = None
         self.module = module
         self.is_package = is_package
         self.tops = tops
         self.bindings = (bindings or Bindings(tree, module, is_package)).watch(tops)
         self.uses = []
+        self.sets = set()  # provider names the file assigns (module.attr = ...)
         self.tries = 0
         self.tree = tree
         self.super_base = None  # the provider class the class being visited derives from
@@ -129,7 +138,26 @@ class UseFinder(object):
             self.visit(node, guards)
 
     def visit(self, node, guards):
-        if isinstance(node, ast.ClassDef):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            backend = _BACKEND.search(node.name)
+            if backend:
+                guards = guards + [{"backend": backend.group(1).lower()}]
+            for item in child_nodes(node):
+                if isinstance(item, ast.stmt):
+                    self.visit(item, guards)
+                else:
+                    self.visit_expr(item, guards)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            # `provider_module.name = ...`: the consumer sets a provider name at run time
+            # (modelscope keeps transformers' original function there): not a missing name.
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Attribute):
+                    path = self.watched(target)
+                    if path is not None and not path[1]:
+                        self.sets.add(path[0])
+            for item in child_nodes(node):
+                self.visit_expr(item, guards)
+        elif isinstance(node, ast.ClassDef):
             # super().m(...) in a subclass of a provider class calls the provider's m (bound):
             # only with that one base, so no other class of the MRO can provide m first.
             outer = self.super_base
@@ -142,8 +170,10 @@ class UseFinder(object):
         elif isinstance(node, ast.If):
             self.visit_expr(node.test, guards)
             body_guard, else_guard = self.condition_guards(node.test)
-            self.visit_block(node.body, guards + body_guard)
-            self.visit_block(node.orelse, guards + else_guard)
+            if body_guard is not None:  # None: a branch the installed files say is not taken
+                self.visit_block(node.body, guards + body_guard)
+            if else_guard is not None:
+                self.visit_block(node.orelse, guards + else_guard)
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             self.tries += 1
             tid = self.tries
@@ -170,17 +200,11 @@ class UseFinder(object):
                     if alias.name != "*":
                         self.add(node, mod + "." + alias.name, "import", alias.name, guards)
         else:
-            for field, value in ast.iter_fields(node):
-                if isinstance(value, list):
-                    for item in value:
-                        if isinstance(item, ast.stmt):
-                            self.visit(item, guards)
-                        elif isinstance(item, ast.AST):
-                            self.visit_expr(item, guards)
-                elif isinstance(value, ast.stmt):
-                    self.visit(value, guards)
-                elif isinstance(value, ast.AST):
-                    self.visit_expr(value, guards)
+            for item in child_nodes(node):
+                if isinstance(item, ast.stmt):
+                    self.visit(item, guards)
+                else:
+                    self.visit_expr(item, guards)
 
     def visit_expr(self, node, guards):
         stack = [node]
@@ -198,12 +222,12 @@ class UseFinder(object):
                 path = self.watched(item)
                 if path is not None:
                     self.add(item, path[0], "attr", dotted(item), guards, ambiguous=path[1])
-                    for sub in ast.walk(item):
+                    for sub in walk_nodes(item):
                         callees.add(id(sub))
             if isinstance(item, ast.Attribute):
                 # the inner chain of a.b.c is not a use of its own
                 callees.add(id(item.value))
-            stack.extend(ast.iter_child_nodes(item))
+            stack.extend(child_nodes(item))
 
     @staticmethod
     def is_super_call(func):
@@ -225,9 +249,17 @@ class UseFinder(object):
 
     def add_call(self, call, path, guards, bound=False):
         kws = [kw.arg for kw in call.keywords if kw.arg]
-        shape = {"n": sum(1 for a in call.args if not type(a).__name__ == "Starred"),
-                 "star": any(type(a).__name__ == "Starred" for a in call.args),
-                 "kw": kws, "dstar": any(kw.arg is None for kw in call.keywords)}
+        # (only what is there: tens of thousands of calls travel)
+        shape = {}
+        positional = sum(1 for a in call.args if not type(a).__name__ == "Starred")
+        if positional:
+            shape["n"] = positional
+        if any(type(a).__name__ == "Starred" for a in call.args):
+            shape["star"] = True
+        if kws:
+            shape["kw"] = kws
+        if any(kw.arg is None for kw in call.keywords):
+            shape["dstar"] = True
         if bound:
             shape["bound"] = 1
         self.add(call, path[0], "call", dotted(call.func) or "super()." + call.func.attr, guards,
@@ -256,12 +288,31 @@ class UseFinder(object):
             version = self.version_test(inner)
         if version is not None:
             return [dict(version, neg=1 if negated else 0)], [dict(version, neg=0 if negated else 1)]
+        if any(_BACKEND.search(dotted(sub) or "") for sub in walk_nodes(test) if isinstance(sub, (ast.Name, ast.Attribute))):
+            return [{"backend": 1}], []
+        if self.facts is not None:
+            verdict = self.facts.decide(test, self.scope())
+            if verdict is not None:
+                return ([], None) if verdict else (None, [])
         for sub in ast.walk(test):
             if isinstance(sub, ast.Call) and (dotted(sub.func) or "") in ("hasattr", "getattr"):
                 return [{"hasattr": 1}], [{"hasattr": 1}]
-            if isinstance(sub, ast.Compare) and self.version_test(sub) is not None:
+            if isinstance(sub, ast.Compare) and (self.version_test(sub) is not None or self.provider_state(sub)):
                 return [{"vercheck": 1}], [{"vercheck": 1}]
         return [], []
+
+    def scope(self):
+        if self.flag_scope is None:
+            self.flag_scope = FlagScope(self.tree, self.module, self.is_package)
+        return self.flag_scope
+
+    def provider_state(self, compare):
+        """`CUDA_VERSION.major == 12`: a provider's value against a literal, a state of the
+        installed provider that files cannot tell (a version or build check of its own kind)."""
+        sides = [compare.left] + list(compare.comparators)
+        literal = any(const_value(s)[0] and isinstance(const_value(s)[1], (int, str)) and
+                      not isinstance(const_value(s)[1], bool) for s in sides)
+        return literal and any(self.watched(s) is not None for s in sides if not const_value(s)[0])
 
     def version_test(self, node):
         """{"ver": import name, "op", "v"} for `<version of a watched package> OP "x.y"`."""
@@ -287,14 +338,14 @@ class UseFinder(object):
             return self.version_literal(node.args[0])
         return None
 
-    def versionish(self, node):
+    def versionish(self, node, depth=0):
         if isinstance(node, ast.Call) and node.args:
             callee = (dotted(node.func) or "").split(".")[-1]
             if callee in _VERSION_CALLS:
                 ok, value = const_value(node.args[0])
                 if ok and isinstance(value, str) and callee == "version":
                     return value  # importlib.metadata.version("vllm")
-                return self.versionish(node.args[0])
+                return self.versionish(node.args[0], depth + 1)
             return None
         text = dotted(node)
         if text and text.endswith("__version__"):
@@ -302,6 +353,11 @@ class UseFinder(object):
             path, ambiguous = self.bindings.path_of(parts[0])
             if path is not None and not ambiguous:
                 return path.split(".")[0]
+        if isinstance(node, ast.Name) and depth < 4:
+            # `V = importlib.metadata.version("transformers")`, then `Version(V) >= ...`
+            value = self.scope().values.get(node.id)
+            if value is not None:
+                return self.versionish(value, depth + 1)
         return None
 
 

@@ -4,8 +4,9 @@
 #
 # ImportFinder looks a module up as the interpreter would, without importing anything:
 # builtin modules, then the entry's first sys.path folder (the script's folder, or the
-# working folder for -m), the standard library, the site folders and the folders their .pth
-# files add, then setuptools' editable finders (__editable___*_finder.py MAPPING). A package
+# working folder for -m), the folders a .pth file's code puts first (pth_code_paths), the
+# standard library, the site folders and the folders their .pth files add, then setuptools'
+# editable finders (__editable___*_finder.py MAPPING). A package
 # folder needs __init__.py; a folder without one is a namespace portion that a later
 # regular package wins over, as importlib decides.
 #
@@ -17,11 +18,12 @@
 
 import ast
 import os
+import re
 import sys
 
 from envdoctor.probe.host.core import open_regular
-from envdoctor.probe.host.drift_ast import dotted
-from envdoctor.probe.host.drift_imports import CLASS_NAMES, TYPING, import_sites
+from envdoctor.probe.host.drift_ast import const_value, dotted, walk_nodes
+from envdoctor.probe.host.drift_imports import CLASS_NAMES, IMPORT, TYPING, import_sites
 
 try:
     from importlib.machinery import EXTENSION_SUFFIXES
@@ -45,6 +47,7 @@ def stdlib_names():
             except OSError:
                 continue
     names.add("__future__")
+    names.add("__main__")  # always in sys.modules: the running program
     return names
 
 
@@ -78,13 +81,88 @@ def editable_mapping(folders):
     return found
 
 
-class ImportFinder(object):
-    """Where a module would be found. find(module) -> Found."""
+def _pth_value(node, site, imported):
+    """The folder an expression of a .pth line names, read without running it: a string,
+    os.path.join/dirname/abspath of such, or `pkg.__path__[0]` / `pkg.__file__` of a package
+    the line imports from this site folder. None for anything else."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "__path__":
+        name = dotted(node.value.value)
+        if name in imported and os.path.isdir(os.path.join(site, *name.split("."))):
+            return os.path.join(site, *name.split("."))
+        return None
+    if isinstance(node, ast.Attribute) and node.attr == "__file__":
+        name = dotted(node.value)
+        if name in imported and os.path.isfile(os.path.join(site, *name.split(".") + ["__init__.py"])):
+            return os.path.join(site, *name.split(".") + ["__init__.py"])
+        return None
+    ok, value = const_value(node)
+    if ok:
+        return value if isinstance(value, str) else None
+    if isinstance(node, ast.Call) and not node.keywords:
+        func = dotted(node.func) or ""
+        args = [_pth_value(a, site, imported) for a in node.args]
+        if any(a is None for a in args) or not args:
+            return None
+        if func in ("os.path.join", "join", "path.join"):
+            return os.path.join(*args)
+        if func in ("os.path.dirname", "dirname") and len(args) == 1:
+            return os.path.dirname(args[0])
+        if func in ("os.path.abspath", "os.path.realpath") and len(args) == 1:
+            return os.path.abspath(args[0])
+    return None
 
-    def __init__(self, path0, sites, extra, editable=None, stdlib=None):
+
+def pth_code_paths(site):
+    """(front, back): the folders the code lines of a site folder's .pth files put on sys.path
+    (`import sys, os, nvidia_cutlass_dsl; sys.path.insert(0, os.path.join(
+    nvidia_cutlass_dsl.__path__[0], 'dsl_packages'))`), read with ast, never run; front for
+    `sys.path.insert(0, ...)`, back for `sys.path.append(...)`. A line this cannot read adds
+    nothing (the import system may then find more than files say: never less than here)."""
+    front, back = [], []
+    try:
+        names = sorted(n for n in os.listdir(site) if n.endswith(".pth") and not n.startswith("."))
+    except OSError:
+        return front, back
+    for name in names:
+        try:
+            with open_regular(os.path.join(site, name)) as handle:
+                text = handle.read(1 << 16).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if not line.startswith(("import ", "import\t")):
+                continue
+            try:
+                tree = ast.parse(line)
+            except (SyntaxError, ValueError):
+                continue
+            imported = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    imported.update(alias.name for alias in node.names if not alias.asname)
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call) or dotted(node.func) not in ("sys.path.insert", "sys.path.append"):
+                    continue
+                where = node.args[-1] if node.args else None
+                folder = _pth_value(where, site, imported) if where is not None else None
+                if folder is None or not os.path.isdir(folder):
+                    continue
+                folder = os.path.normpath(folder)
+                chosen = front if dotted(node.func) == "sys.path.insert" else back
+                if folder not in front and folder not in back:
+                    chosen.append(folder)
+    return front, back
+
+
+class ImportFinder(object):
+    """Where a module would be found. find(module) -> Found. `front`: folders searched after
+    path0 and before the standard library (what a .pth line inserts at 0)."""
+
+    def __init__(self, path0, sites, extra, editable=None, stdlib=None, front=()):
         self.path0 = list(path0)
         self.sites = list(sites)
-        self.extra = [p for p in extra if p not in self.sites]
+        self.front = [p for p in front if p not in self.sites]
+        self.extra = [p for p in extra if p not in self.sites and p not in self.front]
         self.editable = editable or {}
         self.stdlib = stdlib if stdlib is not None else stdlib_names()
         self.listings = {}
@@ -108,7 +186,8 @@ class ImportFinder(object):
                 return "pkg", init
             if any(os.path.isfile(os.path.join(base, "__init__" + s)) for s in EXTENSION_SUFFIXES + [".pyc"]):
                 return "ext", base
-            return "ns", base
+        # A folder without __init__ is a namespace portion only when no module of the name is
+        # beside it (FileFinder: pydantic_core/_pydantic_core/ of stubs beside the .so).
         for suffix in EXTENSION_SUFFIXES:
             if name + suffix in names:
                 return "ext", base + suffix
@@ -116,6 +195,8 @@ class ImportFinder(object):
             return "mod", base + ".py"
         if name + ".pyc" in names:
             return "ext", base + ".pyc"
+        if name in names and os.path.isdir(base):
+            return "ns", base
         return None
 
     def search(self, folders, name, origins):
@@ -134,13 +215,15 @@ class ImportFinder(object):
     def top(self, name):
         if name in sys.builtin_module_names:
             return Found("found", "builtin", None, "stdlib")
-        folders = self.path0 + self.sites + self.extra
-        origins = ["local"] * len(self.path0) + ["site"] * len(self.sites) + ["path"] * len(self.extra)
-        kind, path, origin, portions = self.search(self.path0, name, origins[:len(self.path0)])
+        first = self.path0 + self.front
+        folders = first + self.sites + self.extra
+        origins = ["local"] * len(self.path0) + ["path"] * len(self.front) + ["site"] * len(self.sites) + \
+            ["path"] * len(self.extra)
+        kind, path, origin, portions = self.search(first, name, origins[:len(first)])
         if kind is None and name in self.stdlib:
             return Found("found", "stdlib", None, "stdlib")
         if kind is None:
-            kind, path, origin, more = self.search(folders[len(self.path0):], name, origins[len(self.path0):])
+            kind, path, origin, more = self.search(folders[len(first):], name, origins[len(first):])
             portions += more
         if kind is None and name in self.editable:
             return self.mapped(name, self.editable[name])
@@ -247,6 +330,7 @@ class ImportWalk(object):
         self.truncated = False
         self.bound = {}  # path -> (names its module level binds, whether it makes names at run time)
         self.pending = []  # `from package import name`: a name or a submodule, told once the package is read
+        self.library_files = set()  # files of libraries not followed, read for their sure imports
 
     def add(self, path, module, klass, as_main=False):
         if as_main:
@@ -260,9 +344,15 @@ class ImportWalk(object):
         return any(path.startswith(site.rstrip("/") + "/") for site in self.finder.sites)
 
     def enqueue(self, found, klass):
-        """Queue the files importing a module runs: each package on the way, then the module."""
+        """Queue the files importing a module runs: each package on the way, then the module.
+        A file of another installed library is read too when the import surely runs (class
+        "import"), for its own sure imports only: `safetensors.torch` runs `import torch`."""
         for module, path in found.chain:
             if not self.in_site(path) or (klass <= self.library_class and self.owner(path) in self.follow_dists):
+                self.library_files.discard(path)
+                self.add(path, module, klass)
+            elif klass == IMPORT and path not in self.klass:
+                self.library_files.add(path)
                 self.add(path, module, klass)
 
     def run(self):
@@ -296,6 +386,8 @@ class ImportWalk(object):
             return None, True
 
     def visit(self, path, module, klass):
+        if path in self.library_files:
+            return self.visit_library(path, module)
         try:
             tree = ast.parse(self.read(path), filename=path)
         except (OSError, SyntaxError, ValueError, RecursionError) as exc:
@@ -305,8 +397,37 @@ class ImportWalk(object):
         is_package = path.endswith("__init__.py")
         if is_package:
             self.bound[path] = bound_names(tree)
+        library = path in self.library_files
         for site in import_sites(tree, module, is_package, self.conditions, path in self.main_files):
+            if library and site.klass != IMPORT:
+                continue  # the library's optional imports are its own affair
             self.site(site, path, max(klass, site.klass))
+
+    def visit_library(self, path, module):
+        """A library file's sure imports without parsing it: those are the import statements
+        at the start of a line (any other is indented inside a block), each parsed alone. A
+        docstring line that looks like one may add a module to follow; a missing module is
+        reported only when the parsed file confirms the import."""
+        try:
+            data = self.read(path)
+        except OSError as exc:
+            self.errors.append({"path": self.relative(path), "message": str(exc)[:300]})
+            return
+        self.counts["files"] += 1
+        is_package = path.endswith("__init__.py")
+        confirmed = None
+        for site in top_import_sites(data, module, is_package):
+            if self.finder.find(site.module).status == "missing" and not site.relative_error:
+                if confirmed is None:
+                    try:
+                        tree = ast.parse(data, filename=path)
+                    except (SyntaxError, ValueError, RecursionError):
+                        tree = None
+                    confirmed = set((s.module, s.line) for s in import_sites(tree, module, is_package, self.conditions)
+                                    if s.klass == IMPORT) if tree is not None else set()
+                if (site.module, site.line) not in confirmed:
+                    continue
+            self.site(site, path, IMPORT)
 
     def resolves(self, module):
         return self.finder.find(module).status != "missing"
@@ -360,6 +481,40 @@ class ImportWalk(object):
         return dict((p, CLASS_NAMES[k]) for p, k in self.klass.items() if p in self.done and predicate(p))
 
 
+_TOP_IMPORT = re.compile(rb"^(?:import|from)[ \t]", re.M)
+
+
+def top_import_sites(data, module, is_package):
+    """ImportSites of the import statements that start a line (module level, outside any
+    block), each statement parsed on its own (with its parenthesised or continued lines)."""
+    found = []
+    line, counted = 1, 0
+    for match in _TOP_IMPORT.finditer(data):
+        start = match.start()
+        line += data.count(b"\n", counted, start)
+        counted = start
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        text = data[start:end]
+        if b"(" in text and b")" not in text:
+            close = data.find(b")", end)
+            if close < 0:
+                continue
+            end = close + 1
+        while data[start:end].rstrip().endswith(b"\\"):
+            more = data.find(b"\n", end + 1)
+            end = len(data) if more < 0 else more
+        try:
+            tree = ast.parse(data[start:end])
+        except (SyntaxError, ValueError):
+            continue
+        for site in import_sites(tree, module, is_package, None):
+            site.line = line
+            site.klass = IMPORT
+            found.append(site)
+    return found
+
+
 def bound_names(tree):
     """(the names a module binds at its top level, whether it may make others at run time: a
     star import, a module __getattr__, writes to globals() or sys.modules)."""
@@ -379,7 +534,7 @@ def bound_names(tree):
                     dynamic = True
                 names.add(alias.asname or alias.name.split(".")[0])
             continue
-        for child in ast.walk(node):
+        for child in walk_nodes(node):
             if isinstance(child, ast.Name) and not isinstance(child.ctx, ast.Load):
                 names.add(child.id)
             elif isinstance(child, ast.Call) and (dotted(child.func) or "").split(".")[-1] in ("globals", "setattr",
@@ -397,7 +552,7 @@ def shadows(folders, finder, owner_of):
     top-level one of the same name: only a regular package, a module or a compiled module
     hides; a folder without __init__.py is a namespace portion a regular package wins over."""
     found = []
-    installed_finder = ImportFinder([], finder.sites, finder.extra, finder.editable, set())
+    installed_finder = ImportFinder([], finder.sites, finder.extra, finder.editable, set(), finder.front)
     for folder in folders:
         for entry in sorted(finder.names_in(folder)):
             name = entry[:-3] if entry.endswith(".py") else entry.split(".")[0] if "." in entry else entry

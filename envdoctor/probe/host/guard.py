@@ -167,7 +167,7 @@ def main(request):
 #: The sections that read whole libraries, run last by the controller's order: a section waiting
 #: for its early children goes before them, so that a probe that dies in one of them (out of
 #: memory on a large venv) has still sent it.
-READS_WHOLE_LIBRARIES = ("architecture", "sources", "drift")
+READS_WHOLE_LIBRARIES = ("architecture", "sources", "imports", "drift")
 
 
 def in_running_order(names, waiting):
