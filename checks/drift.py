@@ -40,7 +40,7 @@ def api_drift(ctx: CheckContext) -> CheckResult:
         return skipped("the probe did not read the installed libraries' code")
     pairs = judge(data, f"{ctx.spec.venv}/bin/python" if ctx.spec.venv else "python3")
     scope, scope_note = scope_of(data, ctx.spec.stage_commands)
-    details: dict[str, Any] = {"pairs": [p.to_json() for p in pairs], "cache": data.get("cache"),
+    details: dict[str, Any] = {"pairs": [p.to_json(verbose=False) for p in pairs], "cache": data.get("cache"),
                                "files_parsed": data.get("files_parsed"), "scope": scope}
     if data.get("errors"):
         details["errors"] = data["errors"]
