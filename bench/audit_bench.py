@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from envdoctor.audit.records import RecordAuditor  # noqa: E402  # after the sys.path line above
 from envdoctor.engine.executor import FleetSettings, open_transport  # noqa: E402
 from envdoctor.inventory import Inventory, Overrides, resolve_hosts  # noqa: E402
-from envdoctor.probe.host import audit as probe  # noqa: E402
+from envdoctor.probe.host.audit import section as probe  # noqa: E402
 from envdoctor.transport.ssh import SSHOptions  # noqa: E402
 from tests.sshd import start_sshd  # noqa: E402
 

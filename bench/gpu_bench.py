@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from envdoctor.operations.gather import build_request  # noqa: E402  # after the sys.path line above
 from envdoctor.inventory import HostSpec  # noqa: E402
-from envdoctor.probe.host import gpu_stack  # noqa: E402
+from envdoctor.probe.host.gpu import stack as gpu_stack  # noqa: E402
 from envdoctor.probe.program import run_probe  # noqa: E402
 from envdoctor.transport.local import LocalTransport  # noqa: E402
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import envdoctor.operations.gather  # noqa: E402,F401  (registers the architecture and wheel-tags sections)
 from envdoctor.drift.request import drift_request  # noqa: E402  (after the path tweak)
-from envdoctor.probe.host.drift import drift_cache_folder  # noqa: E402
+from envdoctor.probe.host.drift.section import drift_cache_folder  # noqa: E402
 from envdoctor.probe.program import run_probe, section_code_digest  # noqa: E402
 from envdoctor.transport.local import LocalTransport  # noqa: E402
 

@@ -35,7 +35,7 @@ from envdoctor.engine.facts import HostFacts  # noqa: E402
 from envdoctor.engine.graph import CheckContext  # noqa: E402
 from envdoctor.inventory import HostSpec  # noqa: E402
 from envdoctor.operations.gather import build_request  # noqa: E402
-from envdoctor.probe.host import node as node_probe  # noqa: E402
+from envdoctor.probe.host.node import section as node_probe  # noqa: E402
 from envdoctor.probe.program import run_probe  # noqa: E402
 from envdoctor.transport.local import LocalTransport  # noqa: E402
 from tests.node_layouts import fake_node  # noqa: E402

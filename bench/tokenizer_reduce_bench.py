@@ -1,7 +1,7 @@
 """How long the host takes to reduce a large tokenizer.json, and how much of it crosses the wire.
 
 Writes a Gemma-3-sized tokenizer.json (262144 vocabulary entries, 110 added tokens) to a
-temp folder and times envdoctor.probe.host.model_tokenizer.reduce_tokenizer_json on it.
+temp folder and times envdoctor.probe.host.model.tokenizer.reduce_tokenizer_json on it.
 Run: python bench/tokenizer_reduce_bench.py
 """
 
@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from envdoctor.probe.host.model_tokenizer import reduce_tokenizer_json
+from envdoctor.probe.host.model.tokenizer import reduce_tokenizer_json
 
 VOCAB = 262144
 

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from envdoctor.probe.host import gpu_elf, gpu_stack
+from envdoctor.probe.host.gpu import elf as gpu_elf
+from envdoctor.probe.host.gpu import stack as gpu_stack
 
 SHDR = struct.Struct("<IIQQQQIIQQ")  # name, type, flags, addr, offset, size, link, info, align, entsize
 SHT_DYNSYM, SHT_GNU_HASH = 11, 0x6FFFFFF6

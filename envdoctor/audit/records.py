@@ -1,7 +1,7 @@
 """Audit of installed files: RECORD verification on the host, ledger attribution here.
 
 The host runs two probe sections in one round trip: ``audit`` (every RECORD-listed file's
-size and digest, extra code, stale bytecode; see ``envdoctor/probe/host/audit.py``) and
+size and digest, extra code, stale bytecode; see ``envdoctor/probe/host/audit/section.py``) and
 ``patch-ledger`` (the ledger and the current hashes of the files it names). This module
 turns their raw output into file states, telling envdoctor's own recorded patches apart
 from foreign changes and from patches that a reinstall took away.
@@ -37,8 +37,8 @@ log = get_logger(__name__)
 
 AUDIT_SECTION = "audit"
 LEDGER_SECTION = "patch-ledger"
-register_section(AUDIT_SECTION, "audit")
-register_section(LEDGER_SECTION, "patch_ledger")
+register_section(AUDIT_SECTION, "audit.section")
+register_section(LEDGER_SECTION, "patch.ledger")
 
 
 class FileState(StrEnum):

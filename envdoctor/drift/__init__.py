@@ -1,6 +1,6 @@
 """API drift: do the installed libraries' calls still fit the libraries they call?
 
-The host reduces source to facts (``envdoctor/probe/host/drift.py``, stdlib ``ast`` only); here
+The host reduces source to facts (``envdoctor/probe/host/drift/section.py``, stdlib ``ast`` only); here
 they are judged (``judge``, ``signature``, ``baseline``) from the section's arguments
 (``request``). The command runs in :mod:`envdoctor.operations.drift`; ``code.api-drift`` is
 the check. The same section walks the imports a stage's entry reaches; ``imports`` judges

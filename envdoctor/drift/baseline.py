@@ -1,5 +1,5 @@
 """The known-good provider of a pair: the version the consumer's own metadata pins, installed
-in another environment of the host (``probe/host/drift_baseline.py`` finds it, the drift section
+in another environment of the host (``probe/host/drift/baseline.py`` finds it, the drift section
 summarizes the modules the pair's uses reach there).
 
 An error that also fails against that version is not news about this upgrade: it becomes a

@@ -1,5 +1,5 @@
 """What code.imports makes of the walk the drift section ran on the host (its ``imports``
-part, see ``envdoctor/probe/host/drift_reach.py``): which missing modules stop the job, which
+part, see ``envdoctor/probe/host/drift/reach.py``): which missing modules stop the job, which
 may, and which are only worth knowing.
 
 Severity, by how surely the import runs (its class on the host):

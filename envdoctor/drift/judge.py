@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from envdoctor.drift.baseline import ERROR, WARN, KnownGood, view
 from envdoctor.drift.signature import Callee, call_problems, constructor, function_callee
-from envdoctor.probe.host.drift_resolve import Resolver, Target
+from envdoctor.probe.host.drift.resolve import Resolver, Target
 from envdoctor.engine.facts import canonicalize_name
 
 UNRESOLVED = "unresolved"

@@ -17,8 +17,8 @@ SECTION = "drift"
 #: code.imports' section: the import walk alone, by the same host module (its own answer and
 #: cache), so `--only code.imports` never pays for the API-drift analysis, nor the reverse.
 IMPORTS_SECTION = "imports"
-register_section(SECTION, "drift")  # (its helper modules are in envdoctor.probe.program.MODULE_NEEDS)
-register_section(IMPORTS_SECTION, "drift")
+register_section(SECTION, "drift.section")  # (its helper modules are in envdoctor.probe.program.MODULE_NEEDS)
+register_section(IMPORTS_SECTION, "drift.section")
 
 #: Bounds on what one host's answer may cost.
 MAX_FILE_BYTES = 4 * 1024 * 1024

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envdoctor.probe.host.drift_ast import DATACLASS_DECORATORS, KEEP_SIGNATURE
-from envdoctor.probe.host.drift_resolve import Resolver, Target
+from envdoctor.probe.host.drift.summaries import DATACLASS_DECORATORS, KEEP_SIGNATURE
+from envdoctor.probe.host.drift.resolve import Resolver, Target
 
 Signature = Mapping[str, Any]
 

@@ -2,7 +2,7 @@
 
 Decided from files: the model's ``config.json`` (``model_type``, ``architectures``, nested
 configs, ``auto_map``) and each engine's registry tables as the probe's ``architecture``
-section read them on the host (``envdoctor/probe/host/engine_registry.py``). The rules follow
+section read them on the host (``envdoctor/probe/host/scan/engine_registry.py``). The rules follow
 the engines' own resolution:
 
 - transformers (``AutoConfig``/``AutoModel*``): with ``trust_remote_code`` and an ``auto_map``

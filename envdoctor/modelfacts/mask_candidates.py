@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envdoctor.probe.host.model_tokenizer import RESERVED_TOKEN_PATTERN
+from envdoctor.probe.host.model.tokenizer import RESERVED_TOKEN_PATTERN
 
 RESERVED_TOKEN = re.compile(RESERVED_TOKEN_PATTERN)
 #: Keys of config.json / generation_config.json whose integers are token ids.

@@ -24,7 +24,7 @@ from envdoctor.modelfacts.tokenizer_static import (
     from_tokenizer_json,
     template_text,
 )
-from envdoctor.probe.host.model_tokenizer import RESERVED_TOKEN_PATTERN
+from envdoctor.probe.host.model.tokenizer import RESERVED_TOKEN_PATTERN
 
 #: Where multimodal wrappers keep the language model's config (Qwen2.5-Omni nests twice:
 #: thinker_config.text_config).
@@ -271,7 +271,7 @@ class ModelFacts:
     auto_map: tuple[Mapping[str, str], ...] = ()
     code: tuple[CodeFile, ...] = ()
     live: Mapping[str, Any] | None = None
-    #: tokenizer.json as the probe reduced it (envdoctor.probe.host.model_tokenizer), or None.
+    #: tokenizer.json as the probe reduced it (envdoctor.probe.host.model.tokenizer), or None.
     tokenizer_json: Mapping[str, Any] | None = None
     #: Chat template files (chat_template.jinja, additional_chat_templates/*.jinja) as text.
     templates: Mapping[str, str] = field(default_factory=dict)

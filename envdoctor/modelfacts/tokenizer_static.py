@@ -1,7 +1,7 @@
 """What ``AutoTokenizer.from_pretrained(dir)`` reports, computed from the model's files alone.
 
 No I/O and no model code: the probe shipped the JSON files and a reduced tokenizer.json
-(:mod:`envdoctor.probe.host.model_tokenizer`). The rules follow transformers 5 and are checked
+(:mod:`envdoctor.probe.host.model.tokenizer`). The rules follow transformers 5 and are checked
 against it over a corpus of model layouts (tests/e2e/test_model_layouts.py):
 
 - Token strings: ``tokenizer_config.json``'s ``<role>_token``. When that file has no

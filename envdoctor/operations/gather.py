@@ -56,7 +56,7 @@ def _venvs_args(spec: HostSpec) -> Mapping[str, Any]:
 def _models_args(spec: HostSpec) -> Mapping[str, Any]:
     # The live tokenizer load runs only with consent, and in the venv's own interpreter.
     python = os.path.join(spec.venv, "bin", "python") if spec.venv else None
-    # "code" keys the host's cache of the answers (probe/host/model_cache.py) to this code.
+    # "code" keys the host's cache of the answers (probe/host/model/cache.py) to this code.
     return {"models": list(spec.models), "trust_remote_code": spec.trust_remote_code, "python": python,
             "code": section_code_digest("models")}
 
@@ -133,21 +133,21 @@ def _imports_args(spec: HostSpec) -> Mapping[str, Any]:
 #: sources, drift) last, so that a probe that dies on a large venv (out of memory, killed)
 #: has already sent every answer it could (see probe/program.py's _ended_early).
 PROBE_SECTIONS: dict[str, ProbeSection] = {
-    "host": ProbeSection("machine", _host_args),
-    "venvs": ProbeSection("venvs", _venvs_args),
-    "patch-ledger": ProbeSection("patch_ledger", _patch_ledger_args),
-    "patch_files": ProbeSection("patch_files", _patch_files_args),
-    "wheel-tags": ProbeSection("wheel_tags", _wheel_tags_args),
-    "node": ProbeSection("node", _node_args),
-    "gpu-stack": ProbeSection("gpu_stack", _gpu_stack_args),
-    "models": ProbeSection("model_files", _models_args),
-    "system": ProbeSection("system", _system_args, on_demand=True),
-    "digests": ProbeSection("job_digests", _digests_args, on_demand=True),
-    "model-search": ProbeSection("model_search", lambda spec: MODEL_SEARCH, on_demand=True),
-    "architecture": ProbeSection("engine_registry", _architecture_args),
-    "sources": ProbeSection("sources", _sources_args),
-    "imports": ProbeSection("drift", _imports_args),
-    "drift": ProbeSection("drift", _drift_args),
+    "host": ProbeSection("env.machine", _host_args),
+    "venvs": ProbeSection("env.venvs", _venvs_args),
+    "patch-ledger": ProbeSection("patch.ledger", _patch_ledger_args),
+    "patch_files": ProbeSection("patch.files", _patch_files_args),
+    "wheel-tags": ProbeSection("env.wheel_tags", _wheel_tags_args),
+    "node": ProbeSection("node.section", _node_args),
+    "gpu-stack": ProbeSection("gpu.stack", _gpu_stack_args),
+    "models": ProbeSection("model.files", _models_args),
+    "system": ProbeSection("env.system", _system_args, on_demand=True),
+    "digests": ProbeSection("audit.digests", _digests_args, on_demand=True),
+    "model-search": ProbeSection("model.search", lambda spec: MODEL_SEARCH, on_demand=True),
+    "architecture": ProbeSection("scan.engine_registry", _architecture_args),
+    "sources": ProbeSection("scan.sources", _sources_args),
+    "imports": ProbeSection("drift.section", _imports_args),
+    "drift": ProbeSection("drift.section", _drift_args),
 }
 for _name, _section in PROBE_SECTIONS.items():
     register_section(_name, _section.module)

@@ -2,7 +2,7 @@
 per-file results.
 
 Everything that must hold even when two ``fix`` runs race or a run is killed happens on the
-host, in one stdlib-only program (envdoctor/probe/host/patch_writer.py): take the
+host, in one stdlib-only program (envdoctor/probe/host/patch/writer.py): take the
 environment's lock, re-verify each file's hash under it, append an ``intent`` ledger line,
 keep a backup, replace the file atomically, drop its stale bytecode, append ``done``.
 A file whose hash is neither the expected before nor after is refused, never overwritten.
@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envdoctor.errors import PatchError
-from envdoctor.probe.host import patch_writer, program_text
+from envdoctor.probe.host import program_text
+from envdoctor.probe.host.patch import writer as patch_writer
 from envdoctor.transport.interface import Transport
 from envdoctor.transport.watched import run_watched
 
@@ -23,8 +24,8 @@ from envdoctor.transport.watched import run_watched
 #: environment's .envdoctor folder is unsafe (a symlink, another user's).
 REFUSED, UNSAFE = patch_writer.REFUSED_STATUS, patch_writer.UNSAFE_STATUS
 
-#: The host program, assembled from its real module (envdoctor/probe/host/patch_writer.py).
-HOST_PROGRAM = program_text(("atomic_write", "patch_writer"), "main")
+#: The host program, assembled from its real module (envdoctor/probe/host/patch/writer.py).
+HOST_PROGRAM = program_text(("patch.atomic_write", "patch.writer"), "main")
 
 #: Environment variable (tests only) that makes the host program SIGKILL itself right after
 #: the intent line, to prove the next run completes the change.

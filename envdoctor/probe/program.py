@@ -33,30 +33,30 @@ log = get_logger(__name__)
 #: Probe modules every program holds, first: the shared helpers, then the run (main, the
 #: deadline, the watchdog).
 CORE_MODULES = ("core", "guard")
-SECTION_MODULES: dict[str, str] = {"host": "machine", "venvs": "venvs"}
+SECTION_MODULES: dict[str, str] = {"host": "env.machine", "venvs": "env.venvs"}
 #: Helper modules a section module uses, sent before it (a large section can be split).
-MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit": ("audit_record", "audit_hash", "audit_snapshot"),
-                                              "model_files": ("model_tokenizer", "model_spm", "model_cache"),
-                                              "gpu_stack": ("audit_record", "audit_hash", "gpu_elf", "gpu_host"),
-                                              "venvs": ("discovery",), "machine": ("shims", "discovery"),
-                                              "node": ("gpu_elf", "gpu_host", "node_run", "node_host", "node_toolchain"),
+MODULE_NEEDS: dict[str, tuple[str, ...]] = {"audit.section": ("audit.record", "audit.hashing", "audit.snapshot"),
+                                              "model.files": ("model.tokenizer", "model.spm", "model.cache"),
+                                              "gpu.stack": ("audit.record", "audit.hashing", "gpu.elf", "gpu.host"),
+                                              "env.venvs": ("env.discovery",), "env.machine": ("env.shims", "env.discovery"),
+                                              "node.section": ("gpu.elf", "gpu.host", "node.run", "node.host", "node.toolchain"),
                                               # the RECORD reader, the owner-only cache writer
-                                              "job_digests": ("audit_record", "audit_hash"),
-                                              "wheel_tags": ("discovery", "venvs"),
+                                              "audit.digests": ("audit.record", "audit.hashing"),
+                                              "env.wheel_tags": ("env.discovery", "env.venvs"),
                                               # the scan's consumer selection, the owner-only cache
                                               # writer, the drift helpers and the import walk
                                               # (with venvs' reading of .pth files)
-                                              "drift": ("sources", "audit_record", "audit_hash", "drift_ast",
-                                                        "drift_flags", "drift_resolve", "drift_uses", "discovery", "drift_baseline",
-                                                        "venvs", "drift_imports", "drift_walk", "drift_reach", "drift_files",
-                                                        "drift_consumers"),
+                                              "drift.section": ("scan.sources", "audit.record", "audit.hashing", "drift.summaries",
+                                                        "drift.flags", "drift.resolve", "drift.uses", "env.discovery", "drift.baseline",
+                                                        "env.venvs", "drift.imports", "drift.walk", "drift.reach", "drift.files",
+                                                        "drift.consumers"),
                                               # the registry reader keeps its cache beside drift's
-                                              "engine_registry": ("sources", "audit_record", "audit_hash", "drift_ast",
-                                                                  "drift_flags", "drift_resolve", "drift_uses", "discovery",
-                                                                  "drift_baseline", "venvs", "drift_imports",
-                                                                  "drift_walk", "drift_reach", "drift_files",
-                                                                  "drift_consumers", "drift",
-                                                                  "registry_literals")}
+                                              "scan.engine_registry": ("scan.sources", "audit.record", "audit.hashing", "drift.summaries",
+                                                                  "drift.flags", "drift.resolve", "drift.uses", "env.discovery",
+                                                                  "drift.baseline", "env.venvs", "drift.imports",
+                                                                  "drift.walk", "drift.reach", "drift.files",
+                                                                  "drift.consumers", "drift.section",
+                                                                  "scan.registry_literals")}
 
 _WRAPPER = GUARD_SH + r"""
 ENVDOCTOR_PY3=$(command -v python3 2>/dev/null)

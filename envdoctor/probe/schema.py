@@ -185,7 +185,7 @@ _MODEL = Keys({
     "path": str, "error": TEXT, "listing": [str], "files": MapOf(dict), "json": MapOf(Any), "json_errors": MapOf(str),
     "ranks": (NONE, dict), "auto_map": [Keys({"from": str, "auto_class": str, "ref": str, "file": str})],
     "code": MapOf(Keys({"source": str, "sha256": str, "size": int, "error": TEXT})), "live": (NONE, dict),
-    "cached": bool,  # replayed from the host's cache (probe/host/model_cache.py)
+    "cached": bool,  # replayed from the host's cache (probe/host/model/cache.py)
 })
 
 _COMMAND = Keys({"status": (int, NONE), "out": str, "err": str, "truncated": bool, "seconds": float})

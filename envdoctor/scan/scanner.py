@@ -15,7 +15,7 @@ tells which files and statements libcst needs to see (:mod:`envdoctor.scan.prune
 its re-exports and tells whether any call in it can be a site; libcst sees only the files
 with such a call, pruned to the statements that matter. The libcst part lives in
 :mod:`envdoctor.scan.sites`, imported only when a file is parsed. The
-byte filter also runs on remote hosts inside the probe (:mod:`envdoctor.probe.host.sources`);
+byte filter also runs on remote hosts inside the probe (:mod:`envdoctor.probe.host.scan.sources`);
 :data:`FILTER_PATTERNS` is the one place its patterns live.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envdoctor.probe.host.core import decode_source
-from envdoctor.probe.host.sources import bytes_might_hold_site, compile_site_filter
+from envdoctor.probe.host.scan.sources import bytes_might_hold_site, compile_site_filter
 from envdoctor.scan.exports import (
     ExportTable as ExportTable,  # re-exported: callers import it from here
 )
@@ -351,7 +351,7 @@ MAX_SHIPPED_BYTES = 16 * 1024 * 1024
 
 
 def sources_request(venv: str | None, extra: Sequence[str] = ()) -> dict[str, Any]:
-    """Arguments of the probe section ``sources`` (see :mod:`envdoctor.probe.host.sources`)."""
+    """Arguments of the probe section ``sources`` (see :mod:`envdoctor.probe.host.scan.sources`)."""
     return {
         "prefix": venv,
         "depends_on": list(LOADER_LIBRARIES),

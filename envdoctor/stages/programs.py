@@ -9,5 +9,5 @@ from __future__ import annotations
 
 from envdoctor.probe.host import program_text
 
-SUPERVISOR = program_text(("stage_env", "stage_supervisor"), "supervise")
-DETACHER = program_text(("stage_env", "stage_detacher"), "detach")
+SUPERVISOR = program_text(("stage.env", "stage.supervisor"), "supervise")
+DETACHER = program_text(("stage.env", "stage.detacher"), "detach")

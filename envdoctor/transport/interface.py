@@ -173,7 +173,7 @@ class Transport(ABC):
         # writer an early EOF, and without them it would install the truncated bytes.
         digest = hashlib.sha256(data).hexdigest()
         result = await self.run(
-            [python, "-I", "-c", program_text(("atomic_write",), "write_from_stdin"), path, oct(mode),
+            [python, "-I", "-c", program_text(("patch.atomic_write",), "write_from_stdin"), path, oct(mode),
              str(len(data)), digest],
             stdin=data,
             timeout=timeout,

@@ -1,4 +1,4 @@
-"""The audit's forked hashing workers (envdoctor/probe/host/audit_hash.py HashRun) on real files."""
+"""The audit's forked hashing workers (envdoctor/probe/host/audit/hashing.py HashRun) on real files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import py_compile
 import signal
 
-from envdoctor.probe.host import audit_hash
+from envdoctor.probe.host.audit import hashing as audit_hash
 
 
 def make_files(folder, count):

@@ -1,4 +1,4 @@
-"""Environment discovery reads files only (probe/host/discovery.py), and the job's environment is ranked by its needs."""
+"""Environment discovery reads files only (probe/host/env/discovery.py), and the job's environment is ranked by its needs."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from envdoctor.install.env_choice import Need, job_needs, rank, stage_distributions
 from envdoctor.engine.facts import Environment, HostFacts
 from envdoctor.inventory import HostSpec
-from envdoctor.probe.host.discovery import describe_static, discover_envs
-from envdoctor.probe.host.venvs import venvs_section
+from envdoctor.probe.host.env.discovery import describe_static, discover_envs
+from envdoctor.probe.host.env.venvs import venvs_section
 from tests.unit.fakes import dist, env, facts
 
 

@@ -114,7 +114,7 @@ def test_recheck_of_an_unchanged_venv_is_answered_from_the_host_cache(run_cli, d
     second = drift_json(run_cli, "local", "--venv", str(venv))[1]
     assert second["hosts"][0]["stats"]["cache"] == "hit"
     assert first["pairs"][0]["findings"] == second["pairs"][0]["findings"]
-    from envdoctor.probe.host import drift as probe_drift
+    from envdoctor.probe.host.drift import section as probe_drift
 
     cache = Path(probe_drift.drift_cache_folder(str(venv))) / probe_drift.DRIFT_CACHE_NAME
     assert cache.stat().st_mode & 0o077 == 0

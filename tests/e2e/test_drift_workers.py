@@ -1,11 +1,11 @@
-"""The drift section's forked workers (envdoctor/probe/host/drift_consumers.py): real forks,
+"""The drift section's forked workers (envdoctor/probe/host/drift/consumers.py): real forks,
 so outside the in-process unit tier."""
 
 from __future__ import annotations
 
 import os
 
-from envdoctor.probe.host import drift_consumers
+from envdoctor.probe.host.drift import consumers as drift_consumers
 
 
 class _Square:

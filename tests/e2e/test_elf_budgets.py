@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host import gpu_elf
+from envdoctor.probe.host.gpu import elf as gpu_elf
 from tests import elf_mutations as mutations
 from tests.elf_mutations import bounded, fuzz, read_like_the_section
 from tests.gpu_layouts import container, extension, fatbin, have_toolchain, ptx, sass, torch_layout

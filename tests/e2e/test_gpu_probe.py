@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host import gpu_elf, gpu_host, gpu_stack
+from envdoctor.probe.host.gpu import elf as gpu_elf
+from envdoctor.probe.host.gpu import host as gpu_host
+from envdoctor.probe.host.gpu import stack as gpu_stack
 from tests.gpu_layouts import (
     SYM_NE_MANGLED,
     container,

@@ -108,7 +108,7 @@ def test_real_wheel_over_sshd_abi_and_fatbin_layout(run_cli, sshd, ao_venv) -> N
     assert binaries[MXFP8]["sass"] == ["sm_100"] and binaries[MXFP8]["ptx"] == ["compute_120"]
     strings = subprocess.run(["strings", "-n", "8", str(site / MXFP8)], capture_output=True, text=True).stdout
     assert "-arch sm_100 " in strings and re.search(r"\.compute_120\.", strings)
-    from envdoctor.probe.host import gpu_stack
+    from envdoctor.probe.host.gpu import stack as gpu_stack
 
     cache = Path(gpu_stack.gpu_cache_folder(str(venv))) / gpu_stack.GPU_CACHE_NAME  # the user's cache, not the venv
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600

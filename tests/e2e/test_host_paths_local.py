@@ -28,7 +28,7 @@ from envdoctor.probe.program import (
     parse_lines,
     probe_command,
 )
-from envdoctor.probe.host.venvs import venvs_section
+from envdoctor.probe.host.env.venvs import venvs_section
 from envdoctor.probe.schema import SECTION_SCHEMAS, SchemaMismatch, check_shape, conforms
 from tests.e2e.test_probe_schema_fast import REPLACEMENTS, nodes, replaced, shape_ok
 

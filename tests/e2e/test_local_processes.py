@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from envdoctor.probe.host import audit_snapshot
+from envdoctor.probe.host.audit import snapshot as audit_snapshot
 from envdoctor.scan.scanner import TrustRemoteCodeScanner
 from tests.unit.test_audit import fake_env, run_section  # noqa: F401  # fake_env is a fixture
 from tests.unit.test_audit_snapshot import REPLAYED, env  # noqa: F401  # env is a fixture
@@ -91,7 +91,7 @@ def test_a_stopped_atomic_write_leaves_no_temporary_file(tmp_path):
 
     target = tmp_path / "module.py"
     target.write_bytes(b"old\n")
-    script = program_text(("atomic_write",), "unwind_on_stop") + (
+    script = program_text(("patch.atomic_write",), "unwind_on_stop") + (
         "\nimport os, time\n"
         "os.fsync = lambda fd: time.sleep(60)  # hold the write where the temporary file exists\n"
         f"write_atomic({str(target)!r}, b'new' * 1000, 0o644)\n")

@@ -1,4 +1,4 @@
-"""The host's cache of the models section (probe/host/model_cache.py), with a real venv that has
+"""The host's cache of the models section (probe/host/model/cache.py), with a real venv that has
 transformers from PyPI, a Kimi-like model folder whose tokenizer code needs tiktoken, and the
 real live load. The section runs in this process as the probe runs it on a host, with HOME in
 a temporary folder, so the cache is this test's own.
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from envdoctor.operations import gather  # noqa: F401  # registers the probe sections ("models")
-from envdoctor.probe.host import model_cache, model_files
+from envdoctor.probe.host.model import cache as model_cache
+from envdoctor.probe.host.model import files as model_files
 from envdoctor.probe.program import section_code_digest
 from tests.conftest import make_venv
 from tests.kimi_fixture import build_kimi

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host import node as node_probe
+from envdoctor.probe.host.node import section as node_probe
 from tests.conftest import make_venv
 from tests.node_layouts import fake_node, write
 from tests.node_samples import Host, Proc, node_gpus, outputs_of

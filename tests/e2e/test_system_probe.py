@@ -14,7 +14,7 @@ import pytest
 
 from envdoctor.compare.request import system_request
 from envdoctor.inventory import HostSpec
-from envdoctor.probe.host import system
+from envdoctor.probe.host.env import system as system
 
 TOKEN = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7"
 

@@ -12,8 +12,8 @@ import pytest
 
 from envdoctor.modelfacts.engines import judge_model
 from envdoctor.modelfacts.model import ModelFacts
-from envdoctor.probe.host.engine_registry import architecture_section
-from envdoctor.probe.host.model_files import inspect_model
+from envdoctor.probe.host.scan.engine_registry import architecture_section
+from envdoctor.probe.host.model.files import inspect_model
 from tests.engine_registries import environment
 from tests.kimi_fixture import build_flat, build_kimi
 

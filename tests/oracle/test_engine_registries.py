@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host.engine_registry import Sources, entry_classes, read_sglang, read_transformers, read_vllm
+from envdoctor.probe.host.scan.engine_registry import Sources, entry_classes, read_sglang, read_transformers, read_vllm
 from tests.conftest import make_venv
 from tests.engine_registries import registry_files
 

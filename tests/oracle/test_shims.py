@@ -1,4 +1,4 @@
-"""Shims and wrappers on PATH followed to the interpreter they run, by reading them (probe/host/shims.py)."""
+"""Shims and wrappers on PATH followed to the interpreter they run, by reading them (probe/host/env/shims.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host.machine import describe_pip, describe_program
-from envdoctor.probe.host.shims import follow_launcher, script_interpreter
+from envdoctor.probe.host.env.machine import describe_pip, describe_program
+from envdoctor.probe.host.env.shims import follow_launcher, script_interpreter
 
 REAL_PYENV = Path("/root/.pyenv")
 

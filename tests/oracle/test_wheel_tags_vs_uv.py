@@ -20,7 +20,7 @@ import pytest
 
 from envdoctor.engine.facts import canonicalize_name
 from envdoctor.install.wheel_tags import judge_wheels
-from envdoctor.probe.host.wheel_tags import wheel_tags_section
+from envdoctor.probe.host.env.wheel_tags import wheel_tags_section
 from tests.conftest import uv_executable
 
 CUR = f"{sys.version_info[0]}{sys.version_info[1]}"

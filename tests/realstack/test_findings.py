@@ -239,7 +239,7 @@ print(json.dumps({k: v.__name__ for k, v in common._CONFIG_REGISTRY.items()}))
 
 def test_sglangs_config_registry_read_from_files_is_what_sglang_builds(sglang_stack):
     """The probe's reading of _CONFIG_REGISTRY (no import) against the stack's own Python importing it."""
-    from envdoctor.probe.host.engine_registry import Sources, read_sglang
+    from envdoctor.probe.host.scan.engine_registry import Sources, read_sglang
 
     done = subprocess.run([str(sglang_stack / "bin" / "python"), "-c", SGLANG_REGISTRY], capture_output=True,
                           text=True, timeout=600, env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})

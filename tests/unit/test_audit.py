@@ -12,8 +12,9 @@ import pytest
 
 from envdoctor.audit.records import FileState, patch_status, reconcile
 from envdoctor.patching.ledger import LedgerEntry
-from envdoctor.probe.host import audit as probe
-from envdoctor.probe.host import audit_hash, audit_record
+from envdoctor.probe.host.audit import section as probe
+from envdoctor.probe.host.audit import hashing as audit_hash
+from envdoctor.probe.host.audit import record as audit_record
 
 DATA = b"print('hello')\n"
 HEX = hashlib.sha256(DATA).hexdigest()

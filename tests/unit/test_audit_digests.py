@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host import audit_hash, audit_record
+from envdoctor.probe.host.audit import hashing as audit_hash
+from envdoctor.probe.host.audit import record as audit_record
 from tests.unit.test_audit import fake_env, run_section  # noqa: F401  # fake_env is a fixture
 
 ALGOS = ("sha256", "sha512", "sha384", "sha1", "md5")

@@ -8,7 +8,8 @@ import py_compile
 
 import pytest
 
-from envdoctor.probe.host import audit_hash, audit_snapshot
+from envdoctor.probe.host.audit import hashing as audit_hash
+from envdoctor.probe.host.audit import snapshot as audit_snapshot
 from tests.unit.test_audit import fake_env, run_section, settle, write_dist  # noqa: F401  # fake_env is a fixture
 
 REPLAYED = "replayed"

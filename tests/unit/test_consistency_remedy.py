@@ -131,7 +131,7 @@ def test_no_plan_no_command():
 def test_the_tags_reinstall_is_shown_only_after_its_plan():
     """packages.tags' reinstall of a wheel built for another Python is held to the same standard:
     check names fix --dry-run; the command (same version, --no-deps) is what fix plans."""
-    from envdoctor.probe.host.wheel_tags import interpreter_facts
+    from envdoctor.probe.host.env.wheel_tags import interpreter_facts
 
     venv = env("/v", dist("markupsafe", "3.0.2"), dist("pip", "24.0"))
     host = facts(venv)

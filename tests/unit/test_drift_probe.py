@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envdoctor.drift.judge import judge
-from envdoctor.probe.host import drift as probe_drift
+from envdoctor.probe.host.drift import section as probe_drift
 
 
 def dist(site: Path, name: str, version: str, files: dict[str, str], requires: tuple[str, ...] = ()) -> None:
@@ -172,7 +172,7 @@ def test_the_hosts_specifier_subset_agrees_with_packaging(version: str, specifie
     """Plain releases are compared as packaging does; pre-releases and odd clauses are not guessed."""
     from packaging.specifiers import SpecifierSet
 
-    from envdoctor.probe.host.drift_baseline import baseline_satisfies
+    from envdoctor.probe.host.drift.baseline import baseline_satisfies
 
     assert baseline_satisfies(version, specifier) is holds
     if holds is not None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from envdoctor.drift.judge import ERROR, judge
-from envdoctor.probe.host.drift_ast import summarize_source
-from envdoctor.probe.host.drift_flags import version_key
-from envdoctor.probe.host.drift_resolve import Resolver
-from envdoctor.probe.host.drift_walk import ImportFinder, pth_code_paths
+from envdoctor.probe.host.drift.summaries import summarize_source
+from envdoctor.probe.host.drift.flags import version_key
+from envdoctor.probe.host.drift.resolve import Resolver
+from envdoctor.probe.host.drift.walk import ImportFinder, pth_code_paths
 from tests.unit.test_drift_probe import dist
 from tests.unit.test_import_walk import verdict, walk
 from envdoctor.engine.results import Status
@@ -105,7 +105,7 @@ def test_a_pth_code_line_puts_its_folder_first_and_a_module_beside_its_folder_wi
     (site / "core").mkdir()
     (site / "core" / "_ext").mkdir()
     (site / "core" / "__init__.py").write_text("")
-    from envdoctor.probe.host.drift_walk import EXTENSION_SUFFIXES
+    from envdoctor.probe.host.drift.walk import EXTENSION_SUFFIXES
 
     (site / "core" / f"_ext{EXTENSION_SUFFIXES[0]}").write_bytes(b"\x7fELF")
     front, back = pth_code_paths(str(site))
@@ -218,7 +218,7 @@ def test_a_major_version_read_from_a_version_string_decides_its_branch() -> None
     """`int(np.__version__.split(".")[0]) >= 2` with numpy 2.3 installed: True."""
     import ast as ast_module
 
-    from envdoctor.probe.host.drift_flags import FlagFacts, FlagScope
+    from envdoctor.probe.host.drift.flags import FlagFacts, FlagScope
 
     tree = ast_module.parse("import numpy as np\nmajor = int(np.__version__.split('.')[0])\n")
     facts = FlagFacts(lambda m: None, lambda name: "2.3.1" if name == "numpy" else None, lambda m: None)

@@ -7,8 +7,8 @@ import textwrap
 from typing import Any
 
 from envdoctor.drift.judge import ERROR, UNRESOLVED, WARN, Finding, judge
-from envdoctor.probe.host.drift_ast import summarize_source
-from envdoctor.probe.host.drift_uses import UseFinder
+from envdoctor.probe.host.drift.summaries import summarize_source
+from envdoctor.probe.host.drift.uses import UseFinder
 
 
 def analyse(provider: dict[str, str], consumer: str, *, version: str = "1.0", module: str = "cons.mod") -> list[Finding]:

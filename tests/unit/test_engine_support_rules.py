@@ -1,6 +1,6 @@
 """model.architecture's rules (envdoctor.modelfacts.engines) on registry excerpts as the probe
 sends them, and the probe's readers of SGLang's config registry and get_config rewrites
-(envdoctor.probe.host.engine_registry, registry_literals), on source text."""
+(envdoctor.probe.host.scan.engine_registry, registry_literals), on source text."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from envdoctor.modelfacts.engines import judge_model
 from envdoctor.modelfacts.model import ModelFacts
-from envdoctor.probe.host.engine_registry import Sources, config_rewrites, read_sglang
-from envdoctor.probe.host.registry_literals import read_tables
+from envdoctor.probe.host.scan.engine_registry import Sources, config_rewrites, read_sglang
+from envdoctor.probe.host.scan.registry_literals import read_tables
 
 pytestmark = pytest.mark.unit
 

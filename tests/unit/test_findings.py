@@ -15,7 +15,7 @@ from envdoctor.engine.graph import load_checks
 from envdoctor.engine.results import CheckResult, Remedy, Status
 from envdoctor.inventory import HostSpec, Inventory
 from envdoctor.operations.fleet import Action, FleetReport, HostReport, changes
-from envdoctor.probe.host import model_files as probe
+from envdoctor.probe.host.model import files as probe
 from envdoctor.probe.program import ProbeOutput
 from envdoctor.report import render
 from tests.kimi_fixture import build_kimi

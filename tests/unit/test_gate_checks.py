@@ -212,7 +212,7 @@ def test_json_envelope_comes_first_and_cannot_be_overridden():
 def test_pth_paths_follow_site_rules_without_running_import_lines(tmp_path):
     """A .pth adds existing folders (absolute or relative to the site), in file-name order; comments,
     blank lines, missing folders, hidden files and `import` lines (code: never run) add nothing."""
-    from envdoctor.probe.host.venvs import pth_paths, with_pth_paths
+    from envdoctor.probe.host.env.venvs import pth_paths, with_pth_paths
 
     site = tmp_path / "site-packages"
     site.mkdir()

@@ -13,7 +13,7 @@ from envdoctor.drift.request import stage_import_entries
 from envdoctor.engine.graph import CheckContext
 from envdoctor.engine.results import Status
 from envdoctor.inventory import HostSpec, parse_stage_command
-from envdoctor.probe.host import drift as probe_drift
+from envdoctor.probe.host.drift import section as probe_drift
 from envdoctor.probe.program import ProbeOutput
 from tests.unit import fakes
 from tests.unit.test_drift_probe import dist

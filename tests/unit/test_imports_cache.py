@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host import sources
+from envdoctor.probe.host.scan import sources as sources
 
 
 def make_dist(site: Path, name: str, files: dict[str, str]) -> dict:

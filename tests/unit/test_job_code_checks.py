@@ -15,7 +15,7 @@ from envdoctor.engine.results import Status
 from envdoctor.inventory import HostSpec
 from envdoctor.install.wheel_tags import Interpreter, interpreter_from_probe, linux_platforms, supported_tags
 from envdoctor.modelfacts.engines import engines_of_words
-from envdoctor.probe.host.wheel_tags import interpreter_facts
+from envdoctor.probe.host.env.wheel_tags import interpreter_facts
 from envdoctor.probe.program import ProbeOutput
 from tests.unit import fakes
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host import job_digests
+from envdoctor.probe.host.audit import digests as job_digests
 
 SITE = "lib/python3.11/site-packages"
 

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from envdoctor.probe.host import model_cache
+from envdoctor.probe.host.model import cache as model_cache
 
 
 def test_a_finished_load_is_cacheable_and_a_machine_failure_is_not() -> None:

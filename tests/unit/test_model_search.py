@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.probe.host import model_search as probe
+from envdoctor.probe.host.model import search as probe
 from envdoctor.probe.schema import SECTION_SCHEMAS, check_shape
 
 

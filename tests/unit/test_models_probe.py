@@ -12,7 +12,7 @@ import pytest
 from envdoctor.engine.facts import Distribution, Environment, HostFacts
 from envdoctor.engine.graph import CheckContext
 from envdoctor.inventory import HostSpec
-from envdoctor.probe.host import model_files as probe
+from envdoctor.probe.host.model import files as probe
 from envdoctor.probe.program import ProbeOutput
 from envdoctor.engine.results import Status
 from envdoctor.stages.handoff import FACT_PLACEHOLDERS, facts_document, lookup

@@ -10,8 +10,8 @@ import pytest
 
 from envdoctor.modelfacts.mask_candidates import named_ids
 from envdoctor.modelfacts.model import ModelFacts, choose_mask_token, resolve_architecture
-from envdoctor.probe.host import model_tokenizer as reduce
-from envdoctor.probe.host import model_files as probe
+from envdoctor.probe.host.model import tokenizer as reduce
+from envdoctor.probe.host.model import files as probe
 from envdoctor.modelfacts.tokenizer_static import chat_template_of
 
 
@@ -225,7 +225,7 @@ def test_sentencepiece_pieces_are_the_vocabulary(tmp_path):
 
 def test_a_file_that_is_not_sentencepiece_is_an_error_value(tmp_path):
     """A tokenizer.model with a truncated field is reported as not a sentencepiece model."""
-    from envdoctor.probe.host.model_spm import reduce_sentencepiece
+    from envdoctor.probe.host.model.spm import reduce_sentencepiece
 
     path = tmp_path / "tokenizer.model"
     path.write_bytes(b"\x0a\xff\xff\x01abc")

@@ -11,7 +11,7 @@ import pytest
 
 from envdoctor.inventory import HostSpec
 from envdoctor.operations.gather import build_request
-from envdoctor.probe.host import node as node_probe
+from envdoctor.probe.host.node import section as node_probe
 from envdoctor.probe.program import build_program
 from envdoctor.transport.target import SSHTarget
 

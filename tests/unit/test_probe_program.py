@@ -27,10 +27,10 @@ def test_parenthesized_imports_between_probe_modules_are_dropped_whole() -> None
 def test_every_probe_module_is_read_without_its_probe_imports() -> None:
     """Each shipped probe module comes out of _module_source with no import of another probe module."""
     folder = Path(program.__file__).parent / "host"
-    for path in sorted(folder.glob("*.py")):
+    for path in sorted(folder.rglob("*.py")):
         if path.name == "__init__.py":
             continue
-        text = module_source(path.stem)
+        text = module_source(".".join(path.relative_to(folder).with_suffix("").parts))
         assert "from envdoctor.probe" not in text and text.strip(), path.name
 
 

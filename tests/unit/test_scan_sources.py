@@ -13,7 +13,7 @@ import pytest
 from envdoctor.engine.graph import CheckContext
 from envdoctor.inventory import HostSpec
 from envdoctor.probe.program import ProbeOutput
-from envdoctor.probe.host.sources import sources_section
+from envdoctor.probe.host.scan.sources import sources_section
 from envdoctor.engine.results import Status
 from envdoctor.scan.scanner import sources_request
 
@@ -118,7 +118,7 @@ def test_budget_caps_what_one_probe_ships(venv):
 
 def test_probe_module_is_python36_stdlib_only():
     """The host side parses as Python 3.6 and imports nothing outside the standard library."""
-    source = resources.files("envdoctor.probe.host").joinpath("sources.py").read_text("utf-8")
+    source = resources.files("envdoctor.probe.host").joinpath("scan/sources.py").read_text("utf-8")
     tree = ast.parse(source, feature_version=(3, 6))
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -174,8 +174,8 @@ def test_probe_names_do_not_collide_with_other_sections():
                 names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
         return names
 
-    ours = top_level("sources.py")
-    others = [p.name for p in probe.iterdir() if p.name.endswith(".py") and p.name not in ("sources.py", "__init__.py")]
+    ours = top_level("scan/sources.py")
+    others = [p.name for p in probe.iterdir() if p.name.endswith(".py") and p.name not in ("scan/sources.py", "__init__.py")]
     for other in others:
         assert not ours & top_level(other), f"sources.py and {other} both define {sorted(ours & top_level(other))}"
 
@@ -252,7 +252,7 @@ def test_gaps_in_a_librarys_own_tests_are_named_but_not_counted(tmp_path):
 def test_a_warm_section_reads_only_what_may_hold_a_site(venv, private_home, monkeypatch):
     """The byte filter's "nothing here" verdicts are kept by stat key: a second run reads only
     the files it ships, answers the same, and a changed file is read again."""
-    from envdoctor.probe.host import sources
+    from envdoctor.probe.host.scan import sources as sources
 
     first = run_section(venv)
     assert list((private_home / ".cache" / "envdoctor").glob("sources-*"))

@@ -1,5 +1,5 @@
 """The snapshot's CUDA versions as `nvcc --version` and collect_env say them, read from files
-(probe/host/system.py), and the packages collect_env lists under `[pip3]` (compare/snapshot.py)."""
+(probe/host/env/system.py), and the packages collect_env lists under `[pip3]` (compare/snapshot.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from envdoctor.compare.snapshot import _cuda_runtime, _packages, in_collect_env, pip_line
 from envdoctor.engine.facts import Distribution, Environment
-from envdoctor.probe.host import system
+from envdoctor.probe.host.env import system as system
 
 pytestmark = pytest.mark.unit
 

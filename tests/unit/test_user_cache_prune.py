@@ -7,7 +7,7 @@ import os
 import time
 
 from envdoctor.probe.host import core
-from envdoctor.probe.host.drift import write_cache
+from envdoctor.probe.host.drift.section import write_cache
 
 
 def _make(folder, name, age_s, *, as_dir=True):

@@ -15,7 +15,7 @@ from envdoctor.install.pip_plan import PackageState, PlanError, evaluate
 from envdoctor.install.pip_remedy import apply_pip_install, install_payload
 from envdoctor.install.uv_plan import dry_run_argv, parse_plan, uv_install_argv, uv_target_python
 from envdoctor.install.uv_remedy import with_host_installer
-from envdoctor.probe.host.machine import describe_uv
+from envdoctor.probe.host.env.machine import describe_uv
 from envdoctor.transport.interface import CommandResult
 from tests.unit.fakes import MARKERS
 
