@@ -123,8 +123,8 @@ def run(argv: list[str], env: dict[str, str], cwd: Path) -> dict:
 
 
 def _is_envdoctor_log(line: str) -> bool:
-    # structlog's console lines (-v): "2026-12-08T01:02:03Z [info     ] event  key=value"
-    return bool(re.match(r"^\S+ \[\s*(debug|info|warning|error)\s*\]", line))
+    # structlog's console lines (-v): "[info     ] event  key=value", maybe after a timestamp
+    return bool(re.match(r"^(\S+ )?\[\s*(debug|info|warning|error)\s*\]", line))
 
 
 def verdicts(report: dict | None) -> dict[str, list[str]]:
