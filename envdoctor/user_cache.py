@@ -58,3 +58,16 @@ def write_private(path: Path, data: bytes, *, follow_folder: bool = True) -> boo
         return True
     except OSError:
         return False
+
+
+def prune(folder: Path, max_entries: int) -> None:
+    """Keep a folder of cached answers bounded: past ``max_entries`` files, the older half goes."""
+    try:
+        entries = list(os.scandir(folder))
+        if len(entries) <= max_entries:
+            return
+        entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime)
+        for entry in entries[: len(entries) // 2]:
+            os.unlink(entry.path)
+    except OSError:
+        return

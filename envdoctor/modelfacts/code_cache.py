@@ -99,20 +99,9 @@ def store(path: Path, answer: list[ImportRef] | CodeParseError) -> None:
     else:
         data = {"refs": [[r.file, r.line, r.module, list(r.names), r.optional, r.relative] for r in answer]}
     if user_cache.write_private(path, json.dumps(data).encode("utf-8"), follow_folder=False):
-        _prune(path.parent)
+        user_cache.prune(path.parent, MAX_ENTRIES)
 
 
-def _prune(folder: Path) -> None:
-    """Keep the folder bounded: past MAX_ENTRIES answers, the older half goes."""
-    try:
-        entries = list(os.scandir(folder))
-        if len(entries) <= MAX_ENTRIES:
-            return
-        entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime)
-        for entry in entries[: len(entries) // 2]:
-            os.unlink(entry.path)
-    except OSError:
-        return
 
 
 def cached_imports(file: str, source: str) -> list[ImportRef]:

@@ -79,7 +79,7 @@ def _cached(entry: Path | None, compute, encode, decode):  # type: ignore[no-unt
     answer = compute()
     if entry is not None and user_cache.write_private(entry, json.dumps(encode(answer)).encode("utf-8"),
                                                       follow_folder=False):
-        _prune(entry.parent)
+        user_cache.prune(entry.parent, MAX_ENTRIES)
     return answer
 
 
@@ -112,16 +112,3 @@ def cached_exports(data: bytes, module: str, package: str | None, read) -> dict[
 
     entry = _entry(b"exports", module.encode("utf-8", "surrogateescape"), (package or "").encode(), data)
     return _cached(entry, lambda: read(data, module, package), lambda found: {"exports": found}, decode)
-
-
-def _prune(folder: Path) -> None:
-    """Keep the folder bounded: past MAX_ENTRIES answers, the older half goes."""
-    try:
-        entries = list(os.scandir(folder))
-        if len(entries) <= MAX_ENTRIES:
-            return
-        entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime)
-        for entry in entries[: len(entries) // 2]:
-            os.unlink(entry.path)
-    except OSError:
-        return
